@@ -1,0 +1,57 @@
+// ctx.c — the per-rank context and ledger-charged device memory.
+#include <string.h>
+
+#include "check.h"
+#include "ctx.h"
+#include "ops.h"
+
+const char *device_name(Device d) { return d == DEV_CUDA ? "cuda" : "cpu"; }
+
+int device_parse(const char *s, Device *out) {
+    if (strcmp(s, "cpu") == 0) { *out = DEV_CPU; return 0; }
+    if (strcmp(s, "cuda") == 0) { *out = DEV_CUDA; return 0; }
+    return -1;
+}
+
+void ctx_init(Ctx *ctx, Device dev, int threads, size_t capacity) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->rank = 0;
+    ctx->world = 1;
+    ctx->device = dev;
+    ctx->threads = threads > 0 ? threads : 1;
+    if (dev == DEV_CUDA) {
+        ctx->ops = ops_cuda_table();
+        CHECK(ctx->ops != NULL,
+              "--device cuda: this binary was built without CUDA (nvcc was not found at build "
+              "time; install the CUDA toolkit or set CUDA_HOME, then rebuild)");
+    } else {
+        ctx->ops = &ops_cpu;
+    }
+    ledger_init(&ctx->ledger, capacity, dev == DEV_CUDA ? "cuda" : "cpu");
+    if (ctx->ops->init) ctx->ops->init(ctx);
+}
+
+void ctx_destroy(Ctx *ctx) {
+    if (ctx->ops && ctx->ops->destroy) ctx->ops->destroy(ctx);
+    ctx->ops = NULL;
+}
+
+void *mem_alloc(Ctx *ctx, MemCategory cat, size_t bytes) {
+    // Charge first: with a capacity set, an allocation that does not fit fails here,
+    // naming the category, as a real device's allocator would.
+    ledger_charge(&ctx->ledger, cat, bytes);
+    void *p = ctx->ops->alloc(ctx, bytes);
+    if (!p) {
+        char want[32];
+        format_bytes(bytes, want, sizeof want);
+        DIE("out of memory on %s: the allocator refused %s for %s", device_name(ctx->device),
+            want, mem_category_name(cat));
+    }
+    return p;
+}
+
+void mem_free(Ctx *ctx, MemCategory cat, void *p, size_t bytes) {
+    if (!p) return;
+    ctx->ops->free(ctx, p);
+    ledger_release(&ctx->ledger, cat, bytes);
+}

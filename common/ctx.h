@@ -1,0 +1,41 @@
+// ctx.h — the per-rank context: who we are, which device we compute on, and
+// the memory ledger. One Ctx exists per rank and is passed explicitly to
+// everything that allocates or computes; there is no other mutable global state.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "ledger.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { DEV_CPU = 0, DEV_CUDA } Device;
+
+typedef struct Ops Ops;
+
+typedef struct Ctx {
+    int rank, world;        // this rank and the number of ranks (1 until stage 02)
+    Device device;
+    int cuda_device;        // which GPU, when device == DEV_CUDA
+    int threads;            // CPU threads for BLAS and our own loops
+    Ledger ledger;
+    const Ops *ops;         // the compute backend for `device`
+    void *backend;          // backend private state (cuBLAS handle, stream, ...)
+} Ctx;
+
+// Sets up the context for a device: picks the backend, creates its handles.
+// capacity: simulated device memory in bytes (0 = unlimited).
+void ctx_init(Ctx *ctx, Device dev, int threads, size_t capacity);
+void ctx_destroy(Ctx *ctx);
+const char *device_name(Device d);  // "cpu" / "cuda"
+int device_parse(const char *s, Device *out);
+
+// Device memory, charged to the ledger. Memory is zero-filled (a fresh buffer that
+// is read before it is written is a bug we want to see deterministically).
+void *mem_alloc(Ctx *ctx, MemCategory cat, size_t bytes);
+void mem_free(Ctx *ctx, MemCategory cat, void *p, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,62 @@
+// flags.h — one table drives parsing, --help and validation.
+//
+// Each program declares its flags once, as data:
+//
+//   Flag flags[] = {
+//     F_INT("--layers", &cfg.n_layer, 1, 1024, "transformer blocks (L)"),
+//     F_CHOICE("--device", &dev, "cpu|cuda", "where to compute"),
+//   };
+//   flags_parse(flags, FLAG_COUNT(flags), argc, argv, "train [flags]", "Trains a GPT.");
+//
+// A bad value is rejected before anything is allocated, with a message naming the
+// flag, the value and what is allowed; the process exits with status 2.
+// --help prints every flag with its default, range and help, and exits 0.
+#pragma once
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    FLAG_INT,     // int*;      range [min, max]
+    FLAG_DOUBLE,  // double*;   range [min, max]
+    FLAG_STRING,  // const char**; one of `choices` ("a|b|c") when choices != NULL
+    FLAG_BOOL,    // int*;      "--x" sets 1; "--x=0/1" also accepted
+    FLAG_BYTES,   // size_t*;   "80GB", "512MiB", "1e9", "0"; range [min, max] bytes
+    FLAG_U64,     // unsigned long long*; range [min, max]
+} FlagType;
+
+typedef struct {
+    const char *name;     // with the dashes: "--layers"
+    FlagType type;
+    void *dst;            // where the value goes; holds the default before parsing
+    double min, max;      // inclusive range for numeric types (ignored when min > max)
+    const char *choices;  // FLAG_STRING: allowed values separated by '|', or NULL
+    const char *help;
+    int given;            // set to 1 by flags_parse when the flag appeared on the command line
+} Flag;
+
+#define FLAG_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+// Table rows, one per type: F_INT("--layers", &cfg.n_layer, 1, 1024, "help").
+#define F_INT(nm, p, lo, hi, h) {.name = nm, .type = FLAG_INT, .dst = p, .min = lo, .max = hi, .help = h}
+#define F_DOUBLE(nm, p, lo, hi, h) {.name = nm, .type = FLAG_DOUBLE, .dst = p, .min = lo, .max = hi, .help = h}
+#define F_U64(nm, p, lo, hi, h) {.name = nm, .type = FLAG_U64, .dst = p, .min = lo, .max = hi, .help = h}
+#define F_BYTES(nm, p, lo, hi, h) {.name = nm, .type = FLAG_BYTES, .dst = p, .min = lo, .max = hi, .help = h}
+#define F_STRING(nm, p, h) {.name = nm, .type = FLAG_STRING, .dst = p, .min = 1, .max = 0, .help = h}
+#define F_CHOICE(nm, p, ch, h) {.name = nm, .type = FLAG_STRING, .dst = p, .min = 1, .max = 0, .choices = ch, .help = h}
+#define F_BOOL(nm, p, h) {.name = nm, .type = FLAG_BOOL, .dst = p, .min = 1, .max = 0, .help = h}
+
+// Accepts "--name value" and "--name=value". Positional arguments are rejected.
+void flags_parse(Flag *table, int n, int argc, char **argv, const char *usage,
+                 const char *description);
+void flags_print_help(const Flag *table, int n, const char *usage, const char *description);
+// Did the user give this flag? (for presets: explicit flags override the preset)
+int flag_given(const Flag *table, int n, const char *name);
+// For cross-flag checks after parsing: prints "error: <message>" and exits 2.
+_Noreturn void flags_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#ifdef __cplusplus
+}
+#endif

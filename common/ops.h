@@ -1,0 +1,118 @@
+// ops.h — the compute backend: every op of the GPT as a forward/backward pair.
+//
+// One table of function pointers per device (ops_cpu.c, ops_cuda.cu). The model
+// calls ctx->ops->op(...) and never asks which device it runs on; a test can hold
+// both tables and compare them op by op.
+//
+// Shape letters, used the same way everywhere:
+//   B batch, T time (sequence), C channels (width), OC output channels,
+//   NH heads, hs = C/NH head size, V vocabulary, N = B*T rows.
+// All tensors are row-major, contiguous, fp32, in the device's memory; token ids
+// are int32 in the device's memory.
+//
+// Gradient convention (as in llm.c): every backward ACCUMULATES (+=) into the
+// parameter gradients and into the input gradients. The caller zeroes them when
+// a fresh sum is wanted. Accumulation is what makes the residual stream, tied
+// embeddings and gradient accumulation over micro-batches free.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "ctx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct Ops {
+    const char *name;  // "cpu" / "cuda"
+
+    // ---- set-up ----
+    void (*init)(Ctx *);      // creates ctx->backend (handles, streams); may be NULL
+    void (*destroy)(Ctx *);
+
+    // ---- memory ----
+    void *(*alloc)(Ctx *, size_t bytes);           // zero-filled; NULL on failure
+    void (*free)(Ctx *, void *p);
+    void (*memset0)(Ctx *, void *p, size_t bytes);
+    void (*to_device)(Ctx *, void *dst, const void *host_src, size_t bytes);
+    void (*to_host)(Ctx *, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(Ctx *, void *dst, const void *src, size_t bytes);  // device to device
+    void (*synchronize)(Ctx *);                     // wait for queued work (timers)
+
+    // ---- ops ----
+    // out(N,OC) = inp(N,C) @ w(OC,C)^T + bias(OC); bias may be NULL.
+    void (*matmul_forward)(Ctx *, float *out, const float *inp, const float *w,
+                           const float *bias, int N, int C, int OC);
+    // dinp += dout @ w; dw += dout^T @ inp; dbias += colsum(dout).
+    // dinp, dbias may be NULL (not needed).
+    void (*matmul_backward)(Ctx *, float *dinp, float *dw, float *dbias,
+                            const float *dout, const float *inp, const float *w,
+                            int N, int C, int OC);
+
+    // out(B,T,C) = wte[tokens[b,t]] + wpe[t]
+    void (*embedding_forward)(Ctx *, float *out, const int *tokens,
+                              const float *wte, const float *wpe, int B, int T, int C);
+    // dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += sum_b dout[b,t]. Deterministic:
+    // the sum for each row is taken in a fixed order (no float atomics).
+    void (*embedding_backward)(Ctx *, float *dwte, float *dwpe, const float *dout,
+                               const int *tokens, int B, int T, int C);
+
+    // out = (inp - mean)/sqrt(var + 1e-5) * w + b over the last dim C.
+    // Saves mean(N) and rstd(N) for the backward pass.
+    void (*layernorm_forward)(Ctx *, float *out, float *mean, float *rstd,
+                              const float *inp, const float *w, const float *b,
+                              int N, int C);
+    void (*layernorm_backward)(Ctx *, float *dinp, float *dw, float *db,
+                               const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, int N, int C);
+
+    // Causal self-attention. qkv(B,T,3C) holds q | k | v, head h at columns
+    // h*hs..(h+1)*hs of each. att(B,NH,T,T) receives the softmax probabilities
+    // (row t is zero past column t); out(B,T,C) = att @ v, heads side by side.
+    void (*attention_forward)(Ctx *, float *out, float *att, const float *qkv,
+                              int B, int T, int C, int NH);
+    // dqkv += d(out)/d(qkv) given dout. scratch: B*NH*T*T floats of workspace.
+    void (*attention_backward)(Ctx *, float *dqkv, float *scratch, const float *dout,
+                               const float *qkv, const float *att,
+                               int B, int T, int C, int NH);
+
+    // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    void (*gelu_forward)(Ctx *, float *out, const float *inp, size_t n);
+    void (*gelu_backward)(Ctx *, float *dinp, const float *inp, const float *dout,
+                          size_t n);
+
+    // out = a + b (the residual stream). Backward is the identity on both sides,
+    // so the model adds dout into both input gradients with `accumulate`.
+    void (*residual_forward)(Ctx *, float *out, const float *a, const float *b, size_t n);
+    // y += alpha * x
+    void (*accumulate)(Ctx *, float *y, const float *x, float alpha, size_t n);
+
+    // losses(N) = -log softmax(logits(N,V))[targets]. logits untouched.
+    void (*crossentropy_forward)(Ctx *, float *losses, const float *logits,
+                                 const int *targets, int N, int V);
+    // dlogits = (softmax(logits) - onehot(targets)) * dloss, written (not
+    // accumulated). dlogits may be the same buffer as logits (in place).
+    void (*crossentropy_backward)(Ctx *, float *dlogits, const float *logits,
+                                  const int *targets, float dloss, int N, int V);
+
+    // ---- optimizer ----
+    // One AdamW step over n contiguous elements (PyTorch's AdamW, decoupled decay):
+    //   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+    //   p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)
+    // grad_scale multiplies g first (gradient clipping, loss-scale unscaling).
+    void (*adamw_update)(Ctx *, float *p, const float *g, float *m, float *v,
+                         size_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, float grad_scale, int t);
+    // sum of x[i]^2, accumulated in double, returned on the host.
+    double (*sum_squares)(Ctx *, const float *x, size_t n);
+    void (*scale)(Ctx *, float *x, float s, size_t n);
+};
+
+extern const Ops ops_cpu;
+// The CUDA table: defined in ops_cuda.cu when the build found nvcc. Without it,
+// ops_cuda_absent.c returns NULL and ctx_init(DEV_CUDA) says this build has no CUDA.
+const Ops *ops_cuda_table(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,58 @@
+// optim.c — AdamW with decoupled weight decay and global-norm clipping.
+#include <math.h>
+
+#include "check.h"
+#include "ops.h"
+#include "optim.h"
+
+AdamWConfig adamw_default_config(void) {
+    AdamWConfig c = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                     .weight_decay = 0.1f, .grad_clip = 1.0f};
+    return c;
+}
+
+void adamw_init(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin, size_t end) {
+    CHECK(begin <= end && end <= g->n_params, "optimizer range [%zu, %zu) outside the %zu params",
+          begin, end, g->n_params);
+    opt->cfg = *cfg;
+    opt->begin = begin;
+    opt->end = end;
+    opt->t = 0;
+    size_t bytes = (end - begin) * sizeof(float);
+    // The moments are where a 70B model's memory goes (8 of its 16 bytes/param):
+    // with --device-mem set, this is the allocation that fails first.
+    opt->m = mem_alloc(g->ctx, MEM_OPTIMIZER, bytes);
+    opt->v = mem_alloc(g->ctx, MEM_OPTIMIZER, bytes);
+}
+
+void adamw_free(AdamW *opt, GPT *g) {
+    size_t bytes = (opt->end - opt->begin) * sizeof(float);
+    mem_free(g->ctx, MEM_OPTIMIZER, opt->m, bytes);
+    mem_free(g->ctx, MEM_OPTIMIZER, opt->v, bytes);
+    opt->m = opt->v = NULL;
+}
+
+double grad_global_norm(GPT *g) {
+    return sqrt(g->ctx->ops->sum_squares(g->ctx, g->grads, g->n_params));
+}
+
+void adamw_step(AdamW *opt, GPT *g, double grad_norm) {
+    const AdamWConfig *c = &opt->cfg;
+    opt->t++;
+    // torch.nn.utils.clip_grad_norm_: multiply by min(1, clip / (norm + 1e-6)).
+    float grad_scale = 1.0f;
+    if (c->grad_clip > 0) {
+        double coef = c->grad_clip / (grad_norm + 1e-6);
+        if (coef < 1.0) grad_scale = (float)coef;
+    }
+    // Walk the slices that intersect the owned range; decay only the matrices.
+    for (int i = 0; i < g->n_slices; i++) {
+        const ParamSlice *s = &g->slices[i];
+        size_t lo = s->offset > opt->begin ? s->offset : opt->begin;
+        size_t hi = s->offset + s->numel < opt->end ? s->offset + s->numel : opt->end;
+        if (lo >= hi) continue;
+        g->ctx->ops->adamw_update(g->ctx, g->params + lo, g->grads + lo, opt->m + (lo - opt->begin),
+                                  opt->v + (lo - opt->begin), hi - lo, c->lr, c->beta1, c->beta2,
+                                  c->eps, s->decay ? c->weight_decay : 0.0f, grad_scale, opt->t);
+    }
+}

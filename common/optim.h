@@ -1,0 +1,41 @@
+// optim.h — AdamW over the flat parameter buffer, with global-norm clipping.
+//
+// The moments m and v mirror the parameter layout element for element, so a
+// ZeRO-1 rank that owns elements [begin, end) of the parameters owns exactly
+// [begin, end) of m and v too.
+#pragma once
+#include <stddef.h>
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_clip;     // max global L2 norm; 0 disables clipping
+} AdamWConfig;
+
+AdamWConfig adamw_default_config(void);  // lr 3e-4, (0.9, 0.95), 1e-8, wd 0.1, clip 1.0
+
+typedef struct {
+    AdamWConfig cfg;
+    size_t begin, end;   // element range this optimizer owns (whole model unless sharded)
+    float *m, *v;        // device memory (MEM_OPTIMIZER), end-begin elements each
+    int t;               // steps taken
+} AdamW;
+
+// Allocates the moments for elements [begin, end) of the model's flat buffers.
+void adamw_init(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin, size_t end);
+void adamw_free(AdamW *opt, GPT *g);
+// Global gradient norm over the whole grads buffer (sqrt of the sum of squares).
+double grad_global_norm(GPT *g);
+// One step over the owned range. grad_norm is the global norm (computed over all
+// ranks' gradients by the caller when sharded); clipping scales by
+// min(1, clip/(norm + 1e-6)) exactly as torch.nn.utils.clip_grad_norm_.
+// Weight decay applies to slices with decay = 1 only.
+void adamw_step(AdamW *opt, GPT *g, double grad_norm);
+
+#ifdef __cplusplus
+}
+#endif

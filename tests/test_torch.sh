@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# test_torch.sh — the whole model against PyTorch, same weights and inputs.
+# Two configurations: the tiny preset, and one whose every dimension is not a
+# power of two (L=3, C=72, NH=6, T=13, V=97, B=3). Tolerances are stated and
+# justified in tests/torch_gpt.py.
+set -u -o pipefail
+BUILD=${1:-build}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+status=0
+"$BUILD/tests/gpt_dump" --layers 2 --width 64 --heads 4 --seq 32 --vocab 256 --batch 4 \
+    --out "$dir/tiny.safetensors" || status=1
+/usr/bin/python3 tests/torch_gpt.py check "$dir/tiny.safetensors" | sed 's/torch\./torch.tiny./' || status=1
+"$BUILD/tests/gpt_dump" --layers 3 --width 72 --heads 6 --seq 13 --vocab 97 --batch 3 \
+    --out "$dir/odd.safetensors" || status=1
+/usr/bin/python3 tests/torch_gpt.py check "$dir/odd.safetensors" | sed 's/torch\./torch.odd./' || status=1
+exit $status
