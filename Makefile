@@ -3,6 +3,8 @@
 #
 #   make                 build everything this machine can build
 #   make test            the whole test suite; ends with "N passed, N failed"
+#   make check           make test, then make sanitize (what CI runs)
+#   make demo            train the small preset on the CPU
 #   make sanitize        the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make gpu-test        the CUDA-vs-CPU tests (needs a GPU; says so if there is none)
 #   make bench-core      our tokens/s against PyTorch's, and against the sgemm ceiling
@@ -42,8 +44,13 @@ TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops te
          test_gpu gpt_dump
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all test sanitize gpu-test bench-core clean report-build
-all: report-build $(BINS)
+ifneq ($(MPICC),)
+  # Nothing MPI is built yet (stage 02 brings the transport); keep its header compiling.
+  MPI_STAMP := $(BUILD)/common/mpi_check.ok
+endif
+
+.PHONY: all test check sanitize gpu-test bench-core demo clean report-build
+all: report-build $(BINS) $(MPI_STAMP)
 
 report-build:
 	@echo "build: CPU core -> $(BUILD)/ ; CUDA: $(if $(NVCC),$(NVCC),not found (CUDA backend skipped))\
@@ -56,6 +63,11 @@ $(BUILD)/common/%.o: common/%.c common/*.h
 $(BUILD)/common/ops_cuda.o: common/ops_cuda.cu common/*.h common/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/common/mpi_check.ok: common/mpi_check.h common/check.h
+	@mkdir -p $(dir $@)
+	echo '#include "mpi_check.h"' | $(MPICC) -std=c11 -Wall -Wextra -Icommon -fsyntax-only -x c - \
+	  && touch $@
 
 $(BUILD)/tests/%.o: tests/%.c tests/harness.h common/*.h
 	@mkdir -p $(dir $@)
@@ -72,6 +84,14 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(CORE_OBJS)
 
 test: all
 	@BUILD=$(BUILD) bash tests/run.sh
+
+# What CI runs: the suite, then the suite under the sanitizers.
+check: test
+	@$(MAKE) --no-print-directory sanitize
+
+# The core's demo: the small preset learns the synthetic language on the CPU.
+demo: all
+	$(BUILD)/train --preset small --steps 200 --lr 1e-3 --log-every 10
 
 # The same suite, instrumented. Its own build folder, so the optimized build stays.
 sanitize:

@@ -70,7 +70,8 @@ struct MaxOp {
 };
 
 template <typename T, typename Op> __device__ T warp_reduce(T v, Op op) {
-    for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(FULL_MASK, v, offset));
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v = op(v, __shfl_xor_sync(FULL_MASK, v, offset));
     return v;
 }
 
@@ -286,7 +287,7 @@ __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, c
     float m = 0.0f, v = 0.0f;
     for (int c = LANE; c < C; c += 32) m += x[c];
     m = warp_reduce(m, SumOp()) / C;
-    for (int c = LANE; c < C; c += 32) v += (x[c] - m) * (x[c] - m);  // about the mean: no cancellation
+    for (int c = LANE; c < C; c += 32) v += (x[c] - m) * (x[c] - m);  // no cancellation
     float s = 1.0f / sqrtf(warp_reduce(v, SumOp()) / C + 1e-5f);
     // A lane reads x[c] and then writes o[c] at the same c: safe even if out == inp.
     for (int c = LANE; c < C; c += 32) o[c] = (x[c] - m) * s * w[c] + b[c];
@@ -416,7 +417,8 @@ static void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const floa
                                                ds + b * NH * TT, T, TT, NH));
     }
     size_t rows = (size_t)B * NH * T;
-    if (rows) softmax_backward_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(ds, att, (int)rows, T);
+    if (rows)
+        softmax_backward_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(ds, att, (int)rows, T);
     CUDA_CHECK_LAUNCH();
     for (int b = 0; b < B; b++) {
         size_t o = (size_t)b * T * C3;
@@ -594,8 +596,7 @@ __global__ void sum_partials_kernel(double *out, const double *partial, int npar
 static double cuda_sum_squares(Ctx *ctx, const float *x, size_t n) {
     if (!n) return 0.0;
     unsigned grid = elem_grid(n) < SSQ_BLOCKS ? elem_grid(n) : SSQ_BLOCKS;
-    double *partial = (double *)scratch(ctx, (SSQ_BLOCKS + 1) * sizeof(double));  // + result
-    double host = 0.0;
+    double *partial = (double *)scratch(ctx, (SSQ_BLOCKS + 1) * sizeof(double)), host = 0.0;
     sum_squares_kernel<<<grid, BLOCK, 0, stream(ctx)>>>(partial, x, n);
     CUDA_CHECK_LAUNCH();
     sum_partials_kernel<<<1, 1024, 0, stream(ctx)>>>(partial + SSQ_BLOCKS, partial, (int)grid);
@@ -659,11 +660,11 @@ static void cuda_free(Ctx *ctx, void *p) {
 static void cuda_memset0(Ctx *ctx, void *p, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream(ctx)));
 }
-
 // From pageable host memory (malloc) the copy is staged before cudaMemcpyAsync
 // returns, so the caller may reuse host_src at once.
 static void cuda_to_device(Ctx *ctx, void *dst, const void *host_src, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream(ctx)));
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream(ctx)));
 }
 
 static void cuda_to_host(Ctx *ctx, void *host_dst, const void *src, size_t bytes) {
@@ -671,43 +672,28 @@ static void cuda_to_host(Ctx *ctx, void *host_dst, const void *src, size_t bytes
     CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream(ctx)));
     CUDA_CHECK(cudaStreamSynchronize(stream(ctx)));  // the caller reads host_dst next
 }
-
 static void cuda_copy(Ctx *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(ctx)));
 }
-
 static void cuda_synchronize(Ctx *ctx) { CUDA_CHECK(cudaStreamSynchronize(stream(ctx))); }
 
 // ---------------------------------------------------------------- the table
 
 static const Ops ops_cuda = {
     .name = "cuda",
-    .init = cuda_init,
-    .destroy = cuda_destroy,
-    .alloc = cuda_alloc,
-    .free = cuda_free,
-    .memset0 = cuda_memset0,
-    .to_device = cuda_to_device,
-    .to_host = cuda_to_host,
-    .copy = cuda_copy,
+    .init = cuda_init, .destroy = cuda_destroy,
+    .alloc = cuda_alloc, .free = cuda_free, .memset0 = cuda_memset0,
+    .to_device = cuda_to_device, .to_host = cuda_to_host, .copy = cuda_copy,
     .synchronize = cuda_synchronize,
-    .matmul_forward = cuda_matmul_forward,
-    .matmul_backward = cuda_matmul_backward,
-    .embedding_forward = cuda_embedding_forward,
-    .embedding_backward = cuda_embedding_backward,
-    .layernorm_forward = cuda_layernorm_forward,
-    .layernorm_backward = cuda_layernorm_backward,
-    .attention_forward = cuda_attention_forward,
-    .attention_backward = cuda_attention_backward,
-    .gelu_forward = cuda_gelu_forward,
-    .gelu_backward = cuda_gelu_backward,
-    .residual_forward = cuda_residual_forward,
-    .accumulate = cuda_accumulate,
+    .matmul_forward = cuda_matmul_forward, .matmul_backward = cuda_matmul_backward,
+    .embedding_forward = cuda_embedding_forward, .embedding_backward = cuda_embedding_backward,
+    .layernorm_forward = cuda_layernorm_forward, .layernorm_backward = cuda_layernorm_backward,
+    .attention_forward = cuda_attention_forward, .attention_backward = cuda_attention_backward,
+    .gelu_forward = cuda_gelu_forward, .gelu_backward = cuda_gelu_backward,
+    .residual_forward = cuda_residual_forward, .accumulate = cuda_accumulate,
     .crossentropy_forward = cuda_crossentropy_forward,
     .crossentropy_backward = cuda_crossentropy_backward,
-    .adamw_update = cuda_adamw_update,
-    .sum_squares = cuda_sum_squares,
-    .scale = cuda_scale,
+    .adamw_update = cuda_adamw_update, .sum_squares = cuda_sum_squares, .scale = cuda_scale,
 };
 
 extern "C" const Ops *ops_cuda_table(void) { return &ops_cuda; }

@@ -77,9 +77,10 @@ double rng_uniform(Rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
 // normal of a stream depends only on the seed and n. u1 = 1 - uniform lies in
 // (0, 1], so log(u1) is finite.
 double rng_normal(Rng *r) {
+    const double two_pi = 6.283185307179586;  // 2 pi to double precision; M_PI is not C11
     double u1 = 1.0 - rng_uniform(r);
     double u2 = rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+    return sqrt(-2.0 * log(u1)) * cos(two_pi * u2);
 }
 
 void rng_fill_normal(Rng *r, float *x, size_t n, float mean, float std) {

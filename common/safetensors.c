@@ -208,8 +208,22 @@ int st_save(const char *path, const StTensor *tensors, int n, const StMeta *meta
             char *err, size_t errn) {
     if (validate_for_save(path, tensors, n, meta, n_meta, err, errn) != 0) return -1;
 
+    // Data offsets: back to back, widest element type first (4-byte, then 2-byte
+    // types), so that every tensor starts aligned for its type when the file image
+    // is read into memory — the order PyTorch's writer uses too. The header lists
+    // the tensors in the order given.
+    uint64_t *offsets = malloc(sizeof(uint64_t) * (n > 0 ? n : 1));
+    if (!offsets) return st_error(err, errn, path, "out of memory");
+    uint64_t offset = 0;
+    for (size_t width = 8; width >= 1; width /= 2)
+        for (int i = 0; i < n; i++)
+            if (dtype_size(tensors[i].dtype) == width) {
+                offsets[i] = offset;
+                offset += tensors[i].nbytes;
+            }
+
     // The header, compact like the reference writer's: __metadata__ first (and only
-    // when there is some), then the tensors in the order given, data back to back.
+    // when there is some), then the tensors in the order given.
     Buf h = {0};
     buf_str(&h, "{");
     if (n_meta > 0) {
@@ -222,7 +236,6 @@ int st_save(const char *path, const StTensor *tensors, int n, const StMeta *meta
         }
         buf_str(&h, "}");
     }
-    uint64_t offset = 0;
     for (int i = 0; i < n; i++) {
         const StTensor *t = &tensors[i];
         if (i || n_meta > 0) buf_str(&h, ",");
@@ -235,16 +248,16 @@ int st_save(const char *path, const StTensor *tensors, int n, const StMeta *meta
             buf_u64(&h, (uint64_t)t->shape[d]);
         }
         buf_str(&h, "],\"data_offsets\":[");
-        buf_u64(&h, offset);
+        buf_u64(&h, offsets[i]);
         buf_str(&h, ",");
-        buf_u64(&h, offset + t->nbytes);
+        buf_u64(&h, offsets[i] + t->nbytes);
         buf_str(&h, "]}");
-        offset += t->nbytes;
     }
     buf_str(&h, "}");
     // Pad with spaces to a multiple of 8 (the reference does the same), so that the
     // data section, at 8 + N, starts 8-byte aligned in the file and in memory.
     while (h.len % 8 != 0) buf_str(&h, " ");
+    free(offsets);
     if (h.oom) {
         free(h.p);
         return st_error(err, errn, path, "out of memory building a header");
@@ -271,10 +284,11 @@ int st_save(const char *path, const StTensor *tensors, int n, const StMeta *meta
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
     int ok = fwrite(len8, 1, 8, fp) == 8 && fwrite(h.p, 1, h.len, fp) == h.len;
-    for (int i = 0; ok && i < n; i++) {
-        if (tensors[i].nbytes == 0) continue;
-        ok = fwrite(tensors[i].data, 1, tensors[i].nbytes, fp) == tensors[i].nbytes;
-    }
+    for (size_t width = 8; width >= 1; width /= 2)  // the order the offsets were given in
+        for (int i = 0; ok && i < n; i++) {
+            if (tensors[i].nbytes == 0 || dtype_size(tensors[i].dtype) != width) continue;
+            ok = fwrite(tensors[i].data, 1, tensors[i].nbytes, fp) == tensors[i].nbytes;
+        }
     // fflush moves stdio's buffer to the kernel; fsync moves the kernel's to the disk.
     // Both must succeed before the rename publishes the file.
     if (ok) ok = fflush(fp) == 0 && fsync(fileno(fp)) == 0;

@@ -1,0 +1,559 @@
+// test_gpu.c — the CUDA backend against the CPU backend: op by op, then the model.
+//
+// Every op of the Ops table runs on the same random inputs on both backends and
+// the outputs are compared with harness.h's rel_error (||gpu - cpu|| / ||cpu||):
+//   forward outputs  1e-5
+//   gradients        1e-4
+// Both backends compute in fp32 and cuBLAS runs without TF32, so what differs is
+// the order of summation (cuBLAS and OpenBLAS tile the inner dimension
+// differently; our GPU reductions are trees where the CPU sums in order) and
+// last-ulp differences of exp/tanh. That leaves relative errors around 1e-7 for
+// a forward op. Gradients go through more such sums and through cancellations
+// (softmax and layernorm backward subtract nearly equal terms), hence 1e-4.
+//
+// Then the whole GPT: forward, backward and 10 AdamW steps on both backends, and
+// two GPU runs that must agree bit for bit (no float atomics anywhere).
+//
+// Exit status: 0 all passed, 1 some failed, 77 skipped (no CUDA in this build or
+// no CUDA device), which tests/run.sh counts as skipped rather than passed.
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ctx.h"
+#include "harness.h"
+#include "model.h"
+#include "ops.h"
+#include "optim.h"
+#include "rng.h"
+
+// Defined in ops_cuda.cu (0 in ops_cuda_absent.c). Declared here, not included:
+// cuda_common.cuh is a CUDA header and this is C.
+int cuda_device_count(void);
+
+#define TOL_FWD 1e-5
+#define TOL_GRAD 1e-4
+
+typedef struct {
+    Ctx cpu, gpu;
+    TestState ts;
+    Rng rng;
+    const char *size;  // name of the current shape set, appended to test names
+} Env;
+
+// Shape sets: small and odd (nothing a power of two, nothing a multiple of 32),
+// and GPT-2 124M's widths at its full context.
+typedef struct { const char *name; int B, T, C, NH, V; } Dims;
+static const Dims dims[] = {
+    {"small", 3, 13, 72, 6, 97},
+    {"odd", 5, 67, 200, 8, 1001},
+    {"gpt2", 2, 1024, 768, 12, 50257},
+};
+
+// ---------------------------------------------------------------- buffers
+
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    CHECK(p, "out of host memory (%zu bytes)", bytes);
+    return p;
+}
+
+// One tensor three times: the host values as drawn, and a copy on each backend.
+typedef struct { size_t bytes; void *host, *c, *g; } Buf;
+
+// The buffer on device 0 (CPU) or 1 (GPU), so each op is called in a loop
+// `for (dev = 0; dev < 2; dev++)` with the same arguments on both backends.
+static void *on(const Buf *b, int dev) { return dev ? b->g : b->c; }
+static Ctx *ctx_of(Env *e, int dev) { return dev ? &e->gpu : &e->cpu; }
+
+static void buf_upload(Env *e, Buf *b) {
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->to_device(x, on(b, dev), b->host, b->bytes);
+    }
+}
+
+static Buf buf_zero(Env *e, size_t bytes) {
+    Buf b = {bytes, xmalloc(bytes), NULL, NULL};
+    memset(b.host, 0, bytes);
+    b.c = e->cpu.ops->alloc(&e->cpu, bytes);
+    b.g = e->gpu.ops->alloc(&e->gpu, bytes);
+    CHECK(b.c && b.g, "test allocation of %zu bytes failed", bytes);
+    return b;
+}
+
+static Buf buf_normal(Env *e, size_t n, float mean, float std) {
+    Buf b = buf_zero(e, n * sizeof(float));
+    rng_fill_normal(&e->rng, b.host, n, mean, std);
+    buf_upload(e, &b);
+    return b;
+}
+
+// Token ids in [0, V), half of them from the first 8 ids so that many positions
+// share a token (the case the deterministic embedding backward is about).
+static Buf buf_tokens(Env *e, size_t n, int V) {
+    Buf b = buf_zero(e, n * sizeof(int));
+    int *t = b.host;
+    for (size_t i = 0; i < n; i++)
+        t[i] = (int)rng_below(&e->rng, (i % 2 && V > 8) ? 8u : (uint32_t)V);
+    buf_upload(e, &b);
+    return b;
+}
+
+static void buf_free(Env *e, Buf *b) {
+    e->cpu.ops->free(&e->cpu, b->c);
+    e->gpu.ops->free(&e->gpu, b->g);
+    free(b->host);
+    memset(b, 0, sizeof *b);
+}
+
+static void *read_back(Ctx *x, const void *p, size_t bytes) {
+    void *h = xmalloc(bytes);
+    x->ops->to_host(x, h, p, bytes);
+    return h;
+}
+
+// PASS when the GPU's copy of b is within tol of the CPU's.
+static void check_buf(Env *e, const char *what, const Buf *b, double tol) {
+    char name[128];
+    snprintf(name, sizeof name, "%s[%s]", what, e->size);
+    float *c = read_back(&e->cpu, b->c, b->bytes), *g = read_back(&e->gpu, b->g, b->bytes);
+    check_rel(&e->ts, name, g, c, b->bytes / sizeof(float), tol);
+    free(c);
+    free(g);
+}
+
+// PASS when two GPU results are the same bits.
+static void check_same_bits(Env *e, const char *what, const void *a, const void *b, size_t bytes) {
+    char name[128];
+    snprintf(name, sizeof name, "%s[%s]", what, e->size);
+    int same = memcmp(a, b, bytes) == 0;
+    test_report(&e->ts, same, name, "%s (%zu bytes)", same ? "bitwise identical" : "DIFFERENT",
+                bytes);
+}
+
+// Runs the GPU op again from b's initial host values and checks that the result
+// has the same bits as `first` (read back after the first run). Only b is reset:
+// the op's other outputs accumulate twice, and are not looked at again.
+#define RERUN_GPU_SAME_BITS(e, what, b, first, call)                   \
+    do {                                                               \
+        (e)->gpu.ops->to_device(&(e)->gpu, (b).g, (b).host, (b).bytes); \
+        call;                                                          \
+        void *again_ = read_back(&(e)->gpu, (b).g, (b).bytes);         \
+        check_same_bits((e), (what), (first), again_, (b).bytes);      \
+        free(again_);                                                  \
+    } while (0)
+
+// ---------------------------------------------------------------- memory ops
+
+static void test_memory(Env *e) {
+    size_t n = 1000003;
+    Buf a = buf_normal(e, n, 0.0f, 1.0f), z = buf_zero(e, n * sizeof(float));
+    Ctx *g = &e->gpu;
+    float *back = read_back(g, a.g, a.bytes);
+    test_report(&e->ts, memcmp(back, a.host, a.bytes) == 0, "to_device/to_host", "n %zu", n);
+    free(back);
+    float *fresh = read_back(g, z.g, z.bytes);  // alloc promises zero-filled memory
+    int zero = 1;
+    for (size_t i = 0; i < n; i++) zero &= fresh[i] == 0.0f;
+    test_report(&e->ts, zero, "alloc zero-fills", "n %zu", n);
+    free(fresh);
+    g->ops->copy(g, z.g, a.g, a.bytes);
+    back = read_back(g, z.g, z.bytes);
+    test_report(&e->ts, memcmp(back, a.host, a.bytes) == 0, "copy device to device", "n %zu", n);
+    free(back);
+    g->ops->memset0(g, z.g, z.bytes);
+    back = read_back(g, z.g, z.bytes);
+    zero = 1;
+    for (size_t i = 0; i < n; i++) zero &= back[i] == 0.0f;
+    test_report(&e->ts, zero, "memset0", "n %zu", n);
+    free(back);
+    buf_free(e, &a);
+    buf_free(e, &z);
+}
+
+// ---------------------------------------------------------------- ops
+
+static void test_matmul(Env *e, const Dims *d) {
+    int N = d->B * d->T, C = d->C;
+    // The model's three kinds: with bias (c_attn), wide input and no dinp wanted,
+    // and the LM head (OC = V, no bias; fewer rows to keep the CPU side quick).
+    struct { const char *name; int N, C, OC, bias, want_dinp; } cases[] = {
+        {"qkv", N, C, 3 * C, 1, 1},
+        {"proj", N, 4 * C, C, 1, 0},
+        {"lm_head", N < 256 ? N : 256, C, d->V, 0, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int n = cases[k].N, c = cases[k].C, oc = cases[k].OC;
+        char what[64];
+        Buf inp = buf_normal(e, (size_t)n * c, 0.0f, 1.0f);
+        Buf w = buf_normal(e, (size_t)oc * c, 0.0f, 0.1f);
+        Buf bias = cases[k].bias ? buf_normal(e, oc, 0.0f, 0.1f) : (Buf){0};
+        Buf out = buf_zero(e, (size_t)n * oc * sizeof(float));
+        for (int dev = 0; dev < 2; dev++) {
+            Ctx *x = ctx_of(e, dev);
+            x->ops->matmul_forward(x, on(&out, dev), on(&inp, dev), on(&w, dev), on(&bias, dev),
+                                   n, c, oc);
+        }
+        snprintf(what, sizeof what, "matmul_forward.%s", cases[k].name);
+        check_buf(e, what, &out, TOL_FWD);
+
+        // Gradients start non-zero: the backward must add, not overwrite.
+        Buf dout = buf_normal(e, (size_t)n * oc, 0.0f, 1.0f);
+        Buf dinp = cases[k].want_dinp ? buf_normal(e, (size_t)n * c, 0.0f, 1.0f) : (Buf){0};
+        Buf dw = buf_normal(e, (size_t)oc * c, 0.0f, 1.0f);
+        Buf dbias = cases[k].bias ? buf_normal(e, oc, 0.0f, 1.0f) : (Buf){0};
+        for (int dev = 0; dev < 2; dev++) {
+            Ctx *x = ctx_of(e, dev);
+            x->ops->matmul_backward(x, on(&dinp, dev), on(&dw, dev), on(&dbias, dev),
+                                    on(&dout, dev), on(&inp, dev), on(&w, dev), n, c, oc);
+        }
+        if (cases[k].want_dinp) {
+            snprintf(what, sizeof what, "matmul_backward.%s.dinp", cases[k].name);
+            check_buf(e, what, &dinp, TOL_GRAD);
+        }
+        snprintf(what, sizeof what, "matmul_backward.%s.dw", cases[k].name);
+        check_buf(e, what, &dw, TOL_GRAD);
+        if (cases[k].bias) {
+            snprintf(what, sizeof what, "matmul_backward.%s.dbias", cases[k].name);
+            check_buf(e, what, &dbias, TOL_GRAD);
+            void *first = read_back(&e->gpu, dbias.g, dbias.bytes);
+            RERUN_GPU_SAME_BITS(e, "matmul_backward.dbias deterministic", dbias, first,
+                                e->gpu.ops->matmul_backward(&e->gpu, dinp.g, dw.g, dbias.g,
+                                                            dout.g, inp.g, w.g, n, c, oc));
+            free(first);
+        }
+        Buf *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &dbias};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (all[i]->host) buf_free(e, all[i]);
+    }
+}
+
+static void test_embedding(Env *e, const Dims *d) {
+    int B = d->B, T = d->T, C = d->C, V = d->V, N = B * T;
+    Buf tok = buf_tokens(e, N, V);
+    Buf wte = buf_normal(e, (size_t)V * C, 0.0f, 0.02f);
+    Buf wpe = buf_normal(e, (size_t)T * C, 0.0f, 0.02f);
+    Buf out = buf_zero(e, (size_t)N * C * sizeof(float));
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->embedding_forward(x, on(&out, dev), on(&tok, dev), on(&wte, dev), on(&wpe, dev), B,
+                                  T, C);
+    }
+    check_buf(e, "embedding_forward", &out, TOL_FWD);
+
+    Buf dout = buf_normal(e, (size_t)N * C, 0.0f, 1.0f);
+    Buf dwte = buf_normal(e, (size_t)V * C, 0.0f, 1.0f);
+    Buf dwpe = buf_normal(e, (size_t)T * C, 0.0f, 1.0f);
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->embedding_backward(x, on(&dwte, dev), on(&dwpe, dev), on(&dout, dev), on(&tok, dev),
+                                   B, T, C);
+    }
+    check_buf(e, "embedding_backward.dwte", &dwte, TOL_GRAD);
+    check_buf(e, "embedding_backward.dwpe", &dwpe, TOL_GRAD);
+    void *first = read_back(&e->gpu, dwte.g, dwte.bytes);
+    RERUN_GPU_SAME_BITS(e, "embedding_backward.dwte deterministic", dwte, first,
+                        e->gpu.ops->embedding_backward(&e->gpu, dwte.g, dwpe.g, dout.g, tok.g, B,
+                                                       T, C));
+    free(first);
+    Buf *all[] = {&tok, &wte, &wpe, &out, &dout, &dwte, &dwpe};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
+static void test_layernorm(Env *e, const Dims *d) {
+    int N = d->B * d->T, C = d->C;
+    Buf inp = buf_normal(e, (size_t)N * C, 0.5f, 2.0f);  // off-centre, wide: a real normalization
+    Buf w = buf_normal(e, C, 1.0f, 0.1f), b = buf_normal(e, C, 0.0f, 0.1f);
+    Buf out = buf_zero(e, (size_t)N * C * sizeof(float));
+    Buf mean = buf_zero(e, (size_t)N * sizeof(float));
+    Buf rstd = buf_zero(e, (size_t)N * sizeof(float));
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->layernorm_forward(x, on(&out, dev), on(&mean, dev), on(&rstd, dev), on(&inp, dev),
+                                  on(&w, dev), on(&b, dev), N, C);
+    }
+    check_buf(e, "layernorm_forward.out", &out, TOL_FWD);
+    check_buf(e, "layernorm_forward.mean", &mean, TOL_FWD);
+    check_buf(e, "layernorm_forward.rstd", &rstd, TOL_FWD);
+
+    Buf dout = buf_normal(e, (size_t)N * C, 0.0f, 1.0f);
+    Buf dinp = buf_normal(e, (size_t)N * C, 0.0f, 1.0f);
+    Buf dw = buf_normal(e, C, 0.0f, 1.0f), db = buf_normal(e, C, 0.0f, 1.0f);
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->layernorm_backward(x, on(&dinp, dev), on(&dw, dev), on(&db, dev), on(&dout, dev),
+                                   on(&inp, dev), on(&w, dev), on(&mean, dev), on(&rstd, dev),
+                                   N, C);
+    }
+    check_buf(e, "layernorm_backward.dinp", &dinp, TOL_GRAD);
+    check_buf(e, "layernorm_backward.dw", &dw, TOL_GRAD);
+    check_buf(e, "layernorm_backward.db", &db, TOL_GRAD);
+    void *first = read_back(&e->gpu, dw.g, dw.bytes);
+    RERUN_GPU_SAME_BITS(e, "layernorm_backward.dw deterministic", dw, first,
+                        e->gpu.ops->layernorm_backward(&e->gpu, dinp.g, dw.g, db.g, dout.g, inp.g,
+                                                       w.g, mean.g, rstd.g, N, C));
+    free(first);
+    Buf *all[] = {&inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
+static void test_attention(Env *e, const Dims *d) {
+    int B = d->B, T = d->T, C = d->C, NH = d->NH;
+    size_t BTC = (size_t)B * T * C, att_n = (size_t)B * NH * T * T;
+    Buf qkv = buf_normal(e, 3 * BTC, 0.0f, 1.0f);
+    Buf out = buf_zero(e, BTC * sizeof(float)), att = buf_zero(e, att_n * sizeof(float));
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->attention_forward(x, on(&out, dev), on(&att, dev), on(&qkv, dev), B, T, C, NH);
+    }
+    check_buf(e, "attention_forward.out", &out, TOL_FWD);
+    check_buf(e, "attention_forward.att", &att, TOL_FWD);
+
+    // Each backend's backward uses its own forward's att, as in the model.
+    Buf dout = buf_normal(e, BTC, 0.0f, 1.0f), dqkv = buf_normal(e, 3 * BTC, 0.0f, 1.0f);
+    Buf scratch = buf_zero(e, att_n * sizeof(float));
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->attention_backward(x, on(&dqkv, dev), on(&scratch, dev), on(&dout, dev),
+                                   on(&qkv, dev), on(&att, dev), B, T, C, NH);
+    }
+    check_buf(e, "attention_backward.dqkv", &dqkv, TOL_GRAD);
+    Buf *all[] = {&qkv, &out, &att, &dout, &dqkv, &scratch};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
+static void test_elementwise(Env *e, const Dims *d) {
+    size_t n = (size_t)d->B * d->T * 4 * d->C;  // the MLP's hidden activations
+    Buf inp = buf_normal(e, n, 0.0f, 2.0f), out = buf_zero(e, n * sizeof(float));
+    Buf dout = buf_normal(e, n, 0.0f, 1.0f), dinp = buf_normal(e, n, 0.0f, 1.0f);
+    Buf y = buf_normal(e, n, 0.0f, 1.0f), s = buf_normal(e, n, 0.0f, 1.0f);
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->gelu_forward(x, on(&out, dev), on(&inp, dev), n);
+        x->ops->gelu_backward(x, on(&dinp, dev), on(&inp, dev), on(&dout, dev), n);
+    }
+    check_buf(e, "gelu_forward", &out, TOL_FWD);
+    check_buf(e, "gelu_backward", &dinp, TOL_GRAD);
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->residual_forward(x, on(&out, dev), on(&inp, dev), on(&dout, dev), n);
+        x->ops->accumulate(x, on(&y, dev), on(&inp, dev), 0.37f, n);
+        x->ops->scale(x, on(&s, dev), -1.7f, n);
+    }
+    check_buf(e, "residual_forward", &out, TOL_FWD);
+    check_buf(e, "accumulate", &y, TOL_FWD);
+    check_buf(e, "scale", &s, TOL_FWD);
+    Buf *all[] = {&inp, &out, &dout, &dinp, &y, &s};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
+static void test_crossentropy(Env *e, const Dims *d) {
+    int N = d->B * d->T, V = d->V;
+    if (N > 256) N = 256;  // rows are independent; V is what matters here
+    Buf logits = buf_normal(e, (size_t)N * V, 0.0f, 2.0f), targets = buf_tokens(e, N, V);
+    Buf losses = buf_zero(e, (size_t)N * sizeof(float));
+    Buf dlogits = buf_zero(e, logits.bytes);
+    Buf inplace = buf_zero(e, logits.bytes);  // the model's use: dlogits written over the logits
+    memcpy(inplace.host, logits.host, logits.bytes);
+    buf_upload(e, &inplace);
+    float dloss = 1.0f / N;
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->crossentropy_forward(x, on(&losses, dev), on(&logits, dev), on(&targets, dev), N,
+                                     V);
+        x->ops->crossentropy_backward(x, on(&dlogits, dev), on(&logits, dev), on(&targets, dev),
+                                      dloss, N, V);
+        x->ops->crossentropy_backward(x, on(&inplace, dev), on(&inplace, dev), on(&targets, dev),
+                                      dloss, N, V);
+    }
+    check_buf(e, "crossentropy_forward", &losses, TOL_FWD);
+    check_buf(e, "crossentropy_backward", &dlogits, TOL_GRAD);
+    check_buf(e, "crossentropy_backward.in_place", &inplace, TOL_GRAD);
+    Buf *all[] = {&logits, &targets, &losses, &dlogits, &inplace};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
+static void test_optimizer(Env *e, const Dims *d) {
+    size_t n = (size_t)d->V * d->C + 13;  // the size of wte, plus an odd tail
+    Buf p = buf_normal(e, n, 0.0f, 1.0f), g = buf_normal(e, n, 0.0f, 1.0f);
+    Buf m = buf_normal(e, n, 0.0f, 0.1f), v = buf_normal(e, n, 0.0f, 0.01f);
+    float *vh = v.host;
+    for (size_t i = 0; i < n; i++) vh[i] = fabsf(vh[i]);  // second moments are >= 0
+    buf_upload(e, &v);
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->adamw_update(x, on(&p, dev), on(&g, dev), on(&m, dev), on(&v, dev), n, 1e-3f, 0.9f,
+                             0.95f, 1e-8f, 0.1f, 0.5f, 3);
+    }
+    check_buf(e, "adamw_update.p", &p, TOL_FWD);
+    check_buf(e, "adamw_update.m", &m, TOL_FWD);
+    check_buf(e, "adamw_update.v", &v, TOL_FWD);
+
+    // sum_squares: both accumulate in double, so they agree far below fp32 rounding.
+    double sc = e->cpu.ops->sum_squares(&e->cpu, g.c, n);
+    double sg = e->gpu.ops->sum_squares(&e->gpu, g.g, n);
+    double sg2 = e->gpu.ops->sum_squares(&e->gpu, g.g, n);
+    double err = fabs(sg - sc) / sc;
+    char name[128];
+    snprintf(name, sizeof name, "sum_squares[%s]", e->size);
+    test_report(&e->ts, err <= 1e-10, name, "rel_err %.3e (tol 1e-10, n %zu)", err, n);
+    check_same_bits(e, "sum_squares deterministic", &sg, &sg2, sizeof sg);
+    Buf *all[] = {&p, &g, &m, &v};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
+// ---------------------------------------------------------------- the model
+
+static void model_setup(GPT *g, Ctx *ctx, const GPTConfig *cfg, int B, int T) {
+    gpt_init(g, ctx, cfg, 1337);
+    gpt_alloc_grads(g);
+    gpt_alloc_acts(g, B, T);
+}
+
+// `steps` AdamW steps on one batch (the loss must fall); losses[s] is the loss
+// before step s.
+static void model_train(GPT *g, const int *tokens, const int *targets, int B, int T, int steps,
+                        float *losses) {
+    AdamWConfig ac = adamw_default_config();
+    AdamW opt;
+    adamw_init(&opt, g, &ac, 0, g->n_params);
+    for (int s = 0; s < steps; s++) {
+        losses[s] = gpt_forward(g, tokens, targets, B, T);
+        gpt_zero_grad(g);
+        gpt_backward(g, 1.0f);
+        adamw_step(&opt, g, grad_global_norm(g));
+    }
+    adamw_free(&opt, g);
+}
+
+static void test_model(Env *e, const char *name, const GPTConfig *cfg, int B, int T, int steps) {
+    e->size = name;
+    int V = cfg->vocab;
+    size_t BT = (size_t)B * T;
+    int *tokens = xmalloc(BT * sizeof(int)), *targets = xmalloc(BT * sizeof(int));
+    for (size_t i = 0; i < BT; i++) {
+        tokens[i] = (int)rng_below(&e->rng, (uint32_t)V);
+        targets[i] = (int)rng_below(&e->rng, (uint32_t)V);
+    }
+    GPT gc, gg;
+    model_setup(&gc, &e->cpu, cfg, B, T);
+    model_setup(&gg, &e->gpu, cfg, B, T);
+    size_t pbytes = gc.n_params * sizeof(float);
+    float *pc = read_back(&e->cpu, gc.params, pbytes), *pg = read_back(&e->gpu, gg.params, pbytes);
+    check_same_bits(e, "gpt_init same weights", pc, pg, pbytes);
+    free(pc);
+    free(pg);
+
+    float lc = gpt_forward(&gc, tokens, targets, B, T);
+    float lg = gpt_forward(&gg, tokens, targets, B, T);
+    char what[128];
+    size_t lbytes = BT * V * sizeof(float);
+    float *c = read_back(&e->cpu, gc.logits, lbytes), *g = read_back(&e->gpu, gg.logits, lbytes);
+    snprintf(what, sizeof what, "gpt_forward.logits[%s]", name);
+    check_rel(&e->ts, what, g, c, BT * V, TOL_FWD);
+    free(c);
+    free(g);
+    c = read_back(&e->cpu, gc.losses, BT * sizeof(float));
+    g = read_back(&e->gpu, gg.losses, BT * sizeof(float));
+    snprintf(what, sizeof what, "gpt_forward.losses[%s]", name);
+    check_rel(&e->ts, what, g, c, BT, TOL_FWD);
+    free(c);
+    free(g);
+    snprintf(what, sizeof what, "gpt_forward.loss[%s]", name);
+    check_rel(&e->ts, what, &lg, &lc, 1, TOL_FWD);
+
+    gpt_zero_grad(&gc);
+    gpt_zero_grad(&gg);
+    gpt_backward(&gc, 1.0f);
+    gpt_backward(&gg, 1.0f);
+    c = read_back(&e->cpu, gc.grads, pbytes);
+    g = read_back(&e->gpu, gg.grads, pbytes);
+    snprintf(what, sizeof what, "gpt_backward.grads[%s]", name);
+    check_rel(&e->ts, what, g, c, gc.n_params, TOL_GRAD);
+    free(c);
+    free(g);
+    gpt_free(&gc);
+    gpt_free(&gg);
+
+    if (steps > 0) {
+        // Training from fresh models. Only the losses are compared: parameters whose
+        // gradient is zero in exact arithmetic but rounding noise in fp32 (the key
+        // biases: softmax ignores a constant added to a row) get Adam steps of size
+        // ~lr in a noise-given direction, differently on each backend; the loss does
+        // not depend on them.
+        float *loss_c = xmalloc(steps * sizeof(float)), *loss_g = xmalloc(steps * sizeof(float));
+        float *loss_g2 = xmalloc(steps * sizeof(float));
+        model_setup(&gc, &e->cpu, cfg, B, T);
+        model_train(&gc, tokens, targets, B, T, steps, loss_c);
+        gpt_free(&gc);
+        model_setup(&gg, &e->gpu, cfg, B, T);
+        model_train(&gg, tokens, targets, B, T, steps, loss_g);
+        float *p1 = read_back(&e->gpu, gg.params, pbytes);
+        gpt_free(&gg);
+        snprintf(what, sizeof what, "adamw_%d_steps.losses[%s]", steps, name);
+        check_rel(&e->ts, what, loss_g, loss_c, steps, TOL_GRAD);
+        printf("# losses cpu %.6f .. %.6f, cuda %.6f .. %.6f\n", loss_c[0], loss_c[steps - 1],
+               loss_g[0], loss_g[steps - 1]);
+
+        // The same GPU run again: bit for bit the same losses and weights.
+        model_setup(&gg, &e->gpu, cfg, B, T);
+        model_train(&gg, tokens, targets, B, T, steps, loss_g2);
+        float *p2 = read_back(&e->gpu, gg.params, pbytes);
+        gpt_free(&gg);
+        check_same_bits(e, "cuda rerun: losses", loss_g, loss_g2, steps * sizeof(float));
+        check_same_bits(e, "cuda rerun: weights", p1, p2, pbytes);
+        free(p1);
+        free(p2);
+        free(loss_c);
+        free(loss_g);
+        free(loss_g2);
+    }
+    free(tokens);
+    free(targets);
+}
+
+int main(void) {
+    if (ops_cuda_table() == NULL) {
+        printf("SKIP gpu: this build has no CUDA (nvcc was not found)\n");
+        return 77;
+    }
+    if (cuda_device_count() < 1) {
+        printf("SKIP gpu: no CUDA device\n");
+        return 77;
+    }
+    static Env env;  // static: zero-initialised, and the Ctx structs are not small
+    Env *e = &env;
+    ctx_init(&e->cpu, DEV_CPU, 8, 0);
+    ctx_init(&e->gpu, DEV_CUDA, 1, 0);
+    rng_seed(&e->rng, 42);
+    printf("# backend %s against backend %s\n", e->gpu.ops->name, e->cpu.ops->name);
+
+    test_memory(e);
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        const Dims *d = &dims[i];
+        e->size = d->name;
+        printf("# ops at B=%d T=%d C=%d NH=%d V=%d\n", d->B, d->T, d->C, d->NH, d->V);
+        test_matmul(e, d);
+        test_embedding(e, d);
+        test_layernorm(e, d);
+        test_attention(e, d);
+        test_elementwise(e, d);
+        test_crossentropy(e, d);
+        test_optimizer(e, d);
+    }
+
+    // A small model trained for 10 steps, and GPT-2 124M's widths for one step
+    // (two layers, to keep the CPU side to seconds).
+    GPTConfig small = {.n_layer = 2, .n_embd = 72, .n_head = 6, .seq_len = 16, .vocab = 97};
+    GPTConfig wide = {.n_layer = 2, .n_embd = 768, .n_head = 12, .seq_len = 128, .vocab = 50257};
+    test_model(e, "gpt-small", &small, 3, 13, 10);
+    test_model(e, "gpt-wide", &wide, 2, 128, 0);
+
+    ctx_destroy(&e->gpu);
+    ctx_destroy(&e->cpu);
+    return test_finish(&e->ts);
+}
