@@ -49,6 +49,9 @@ ifneq ($(MPICC),)
   MPI_STAMP := $(BUILD)/common/mpi_check.ok
 endif
 
+# Keep the object files of the test programs between builds.
+.SECONDARY:
+
 .PHONY: all test check sanitize gpu-test bench-core demo clean report-build
 all: report-build $(BINS) $(MPI_STAMP)
 

@@ -24,8 +24,8 @@
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
          i += (size_t)gridDim.x * blockDim.x)
 // Row kernels give one warp to each row: these name the warp's row and lane.
-#define WARP_ROW (blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32)
-#define LANE (threadIdx.x % 32)
+#define WARP_ROW ((int)(blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32))
+#define LANE ((int)(threadIdx.x % 32))
 
 // ---------------------------------------------------------------- helpers
 

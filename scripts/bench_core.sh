@@ -38,7 +38,7 @@ fpt=$("$BUILD/train" --preset small --steps 1 --peak-tflops 1 --log-every 100000
       sed -n 's/.*with 6N + 12LHQT = \([0-9.]*\) MFLOP.*/\1/p')
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 {
-    echo "bench-core $(date -u +%Y-%m-%d) on $(hostname): $cpu, $(nproc) cores; 1 thread each"
+    echo "bench-core $(date -u +%Y-%m-%d) on $(hostname): $cpu, $(getconf _NPROCESSORS_ONLN) cores; 1 thread each"
     echo "model: small preset (L=4 C=256 NH=4 T=128 V=256), batch 8, AdamW; $fpt MFLOP/token"
     awk -v o="$ours_med" -v t="$torch_med" -v f="$fpt" -v s="$layer" 'BEGIN {
         printf "ours     %9.1f tokens/s  %6.1f GFLOP/s\n", o, o * f / 1000

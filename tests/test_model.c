@@ -184,9 +184,8 @@ static void test_data(TestState *ts) {
     data_next(&one, gx, gy);
     DataLoader again;
     data_open_synthetic(&again, 50, 5000, 9, W * B, T, 0, 1);
-    data_next(&again, x, y); data_next(&again, x, y);
     int *x3 = malloc(sizeof(int) * W * B * T), *y3 = malloc(sizeof(int) * W * B * T);
-    data_next(&again, x3, y3);
+    for (int step = 0; step <= 2; step++) data_next(&again, x3, y3);
     test_report(ts, memcmp(x3, gx, sizeof(int) * W * B * T) == 0, "data.resume_from_step",
                 "step 2 replayed");
     for (int k = 0; k < W; k++) data_close(&r[k]);
