@@ -9,44 +9,6 @@
 #include "harness.h"
 #include "ledger.h"
 
-// Runs fn(arg) in a child process whose stdout and stderr go into a pipe. Returns
-// the child's exit status (-1 if it was killed by a signal) and what it printed,
-// NUL-terminated and without its final newline, in out. Tests of code that is supposed to exit use this.
-static int run_child(void (*fn)(void *), void *arg, char *out, size_t n) {
-    int fds[2];
-    if (pipe(fds) != 0) return -2;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -2;
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[1]);
-        fn(arg);
-        fflush(stdout);
-        _exit(0);  // fn was expected to exit itself; 0 makes "it did not" visible
-    }
-    close(fds[1]);
-    size_t len = 0;
-    for (;;) {
-        char tmp[512];
-        ssize_t k = read(fds[0], tmp, sizeof tmp);
-        if (k <= 0) break;
-        size_t room = n - 1 - len;
-        size_t take = (size_t)k < room ? (size_t)k : room;
-        memcpy(out + len, tmp, take);
-        len += take;
-    }
-    while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' ')) len--;  // one-line reports
-    out[len] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void test_names(TestState *ts) {
     const char *want[MEM_NCAT] = {"params", "grads", "optimizer", "activations", "comm",
                                   "workspace"};
