@@ -8,7 +8,8 @@
 #   make sanitize        the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make gpu-test        the CUDA-vs-CPU tests (needs a GPU; says so if there is none)
 #   make bench-core      our tokens/s against PyTorch's, and against the sgemm ceiling
-#   make stage-N / grade-N   (as the stages arrive)
+#   make stage-N         a stage on the reference: tests, demo, benchmark, plots
+#   make grade-N         the stage's tests against your exercises/ (PART=name for one part)
 
 CC        ?= gcc
 BUILD     ?= build
@@ -44,6 +45,16 @@ TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops te
          test_gpu gpt_dump
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
+# Exercises. `EX=1` builds every stage against its exercise files: a stage source
+# D/x.c is replaced by D/exercises/x.c where that file exists. `make grade-N` does
+# this in its own build folder (build-ex) and scores the stage's tests per part.
+EX ?=
+stage_src = $(foreach f,$1,$(if $(and $(EX),$(wildcard $(dir $f)exercises/$(notdir $f))),$(dir $f)exercises/$(notdir $f),$f))
+stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
+
+# Each stage folder adds its binaries to BINS and defines stage-N (see NN_*/stage.mk).
+include $(wildcard [0-9][0-9]_*/stage.mk)
+
 ifneq ($(MPICC),)
   # Nothing MPI is built yet (stage 02 brings the transport); keep its header compiling.
   MPI_STAMP := $(BUILD)/common/mpi_check.ok
@@ -52,14 +63,15 @@ endif
 # Keep the object files of the test programs between builds.
 .SECONDARY:
 
-.PHONY: all test check sanitize gpu-test bench-core demo clean report-build
+.PHONY: all test check sanitize gpu-test bench-core demo clean report-build grade-check
 all: report-build $(BINS) $(MPI_STAMP)
 
 report-build:
 	@echo "build: CPU core -> $(BUILD)/ ; CUDA: $(if $(NVCC),$(NVCC),not found (CUDA backend skipped))\
 	; MPI: $(if $(MPICC),$(MPICC),not found (MPI transport skipped))"
 
-$(BUILD)/common/%.o: common/%.c common/*.h
+# One rule for every C object: common/, the stage folders, their exercises/.
+$(BUILD)/%.o: %.c common/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -71,10 +83,6 @@ $(BUILD)/common/mpi_check.ok: common/mpi_check.h common/check.h
 	@mkdir -p $(dir $@)
 	echo '#include "mpi_check.h"' | $(MPICC) -std=c11 -Wall -Wextra -Icommon -fsyntax-only -x c - \
 	  && touch $@
-
-$(BUILD)/tests/%.o: tests/%.c tests/harness.h common/*.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/train: $(BUILD)/common/train.o $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -88,9 +96,20 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(CORE_OBJS)
 test: all
 	@BUILD=$(BUILD) bash tests/run.sh
 
-# What CI runs: the suite, then the suite under the sanitizers.
+# What CI runs: the suite, the suite under the sanitizers, and the graders.
 check: test
 	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory grade-check
+
+# make grade-N [PART=name]: the stage's tests against your exercises/, a score per part.
+grade-%:
+	@$(MAKE) --no-print-directory EX=1 BUILD=build-ex all
+	@BUILD=build-ex bash scripts/grade.sh $* $(PART)
+
+# The graders are tested too: the reference scores full marks, pristine starters 0.
+grade-check: all
+	@$(MAKE) --no-print-directory EX=1 BUILD=build-ex all
+	@bash scripts/grade_check.sh
 
 # The core's demo: the small preset learns the synthetic language on the CPU.
 demo: all
@@ -109,4 +128,4 @@ bench-core: all
 	@BUILD=$(BUILD) bash scripts/bench_core.sh
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-ex

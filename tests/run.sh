@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # tests/run.sh — runs the test programs and counts their PASS/FAIL lines.
 #
-#   BUILD=build bash tests/run.sh        the whole suite
-#   BUILD=build bash tests/run.sh gpu    only the CUDA-vs-CPU tests
+#   BUILD=build bash tests/run.sh              every suite
+#   BUILD=build bash tests/run.sh core gpu     some suites: core, gpu, stage01, stage02, ...
 #
 # Each test prints one line per check: "PASS name ..." or "FAIL name ...".
 # A program that crashes or times out without printing a FAIL counts as one
-# failure. Exit status 77 means "skipped" (e.g. no GPU), counted separately.
+# failure, and any crash or timeout is reported as "CRASH" (the graders look for
+# it). Exit status 77 means "skipped" (e.g. no GPU), counted separately.
 # The last line is "N passed, N failed[, N skipped]"; exit status is non-zero
-# on any failure.
+# on any failure. A stage's suite is the file tests/stageNN.sh, sourced here.
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
@@ -27,6 +28,9 @@ run() {  # run NAME COMMAND...
     p=$(grep -c '^PASS ' "$out")
     f=$(grep -c '^FAIL ' "$out")
     grep -E '^(PASS|FAIL|SKIP) ' "$out" | sed "s/^/  [$name] /"
+    if [ "$rc" -ge 124 ] && [ "$rc" -ne 77 ]; then
+        echo "  [$name] CRASH: status $rc ($( [ "$rc" -eq 124 ] && echo "timed out after ${TIMEOUT}s" || echo "signal $((rc - 128))"))"
+    fi
     if [ "$rc" -eq 77 ]; then
         skipped=$((skipped + 1))
         echo "  [$name] skipped: $(grep -m1 '^SKIP' "$out" || echo 'exit 77')"
@@ -41,9 +45,7 @@ run() {  # run NAME COMMAND...
     failed=$((failed + f))
 }
 
-if [ "${1:-}" = gpu ]; then
-    run gpu "$BUILD/tests/test_gpu"
-else
+core() {
     for t in dtype rng ledger flags safetensors ops model; do
         run "$t" "$BUILD/tests/test_$t"
     done
@@ -54,8 +56,24 @@ else
         echo "  [torch] FAIL: $PY cannot import torch (run scripts/install-deps.sh)"
         failed=$((failed + 1))
     fi
-    run gpu "$BUILD/tests/test_gpu"
+}
+gpu() { run gpu "$BUILD/tests/test_gpu"; }
+
+suites=("$@")
+if [ ${#suites[@]} -eq 0 ]; then
+    suites=(core)
+    for f in tests/stage[0-9][0-9].sh; do [ -f "$f" ] && suites+=("$(basename "$f" .sh)"); done
+    suites+=(gpu)
 fi
+for s in "${suites[@]}"; do
+    case "$s" in
+        core) core ;;
+        gpu) gpu ;;
+        stage[0-9][0-9]) if [ -f "tests/$s.sh" ]; then source "tests/$s.sh"; else
+                             echo "  [$s] FAIL: no tests/$s.sh"; failed=$((failed + 1)); fi ;;
+        *) echo "run.sh: unknown suite $s"; exit 2 ;;
+    esac
+done
 
 line="$passed passed, $failed failed"
 [ "$skipped" -gt 0 ] && line="$line, $skipped skipped"
