@@ -12,6 +12,7 @@
 # on any failure. A stage's suite is the file tests/stageNN.sh, sourced here.
 set -u
 BUILD=${BUILD:-build}
+export BUILD
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3                      # Debian's interpreter carries python3-torch
 TIMEOUT=${TEST_TIMEOUT:-300}
@@ -22,13 +23,15 @@ trap 'rm -rf "$log"' EXIT
 run() {  # run NAME COMMAND...
     local name=$1; shift
     local out="$log/$name.out" rc
+    # A shell function (from a stage's suite) runs in a child bash, under the timeout.
+    if declare -F "$1" >/dev/null; then export -f "$1"; set -- bash -c '"$@"' _ "$@"; fi
     timeout -k 5 "$TIMEOUT" "$@" >"$out" 2>&1
     rc=$?
     local p f
     p=$(grep -c '^PASS ' "$out")
     f=$(grep -c '^FAIL ' "$out")
     grep -E '^(PASS|FAIL|SKIP) ' "$out" | sed "s/^/  [$name] /"
-    if [ "$rc" -ge 124 ] && [ "$rc" -ne 77 ]; then
+    if [ "$rc" -eq 124 ] || [ "$rc" -gt 128 ]; then
         echo "  [$name] CRASH: status $rc ($( [ "$rc" -eq 124 ] && echo "timed out after ${TIMEOUT}s" || echo "signal $((rc - 128))"))"
     fi
     if [ "$rc" -eq 77 ]; then

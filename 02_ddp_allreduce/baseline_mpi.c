@@ -1,0 +1,102 @@
+// baseline_mpi.c — the MPI library's collectives behind our interface, so a
+// test or a benchmark can swap a hand-written algorithm for the library's.
+// Compiled with mpicc's flags and HAVE_MPI when the build found mpicc; they
+// need the job to run under mpirun (each Group then carries an MPI_Comm).
+#include "collectives.h"
+
+#ifdef HAVE_MPI
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mpi_check.h"
+
+// MPI has no bf16: bf16 travels as 16-bit integers and is summed by our own op,
+// in fp32, rounded once per addition (like the hand-written collectives).
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    uint16_t *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+}
+
+// The datatype and sum op for dt; NULL comm when MPI is not in use.
+static MPI_Comm setup(Group *g, DType dt, MPI_Datatype *type, MPI_Op *op) {
+    static MPI_Op bf16_op = MPI_OP_NULL;  // created once per process
+    if (!g->mpi_comm) return MPI_COMM_NULL;
+    CHECK(dt == DT_F32 || dt == DT_BF16, "MPI baseline: %s is not supported", dtype_name(dt));
+    if (dt == DT_F32) { *type = MPI_FLOAT; *op = MPI_SUM; }
+    else {
+        if (bf16_op == MPI_OP_NULL) MPI_CHECK(MPI_Op_create(bf16_sum, 1, &bf16_op));
+        *type = MPI_UINT16_T;
+        *op = bf16_op;
+    }
+    return *(MPI_Comm *)g->mpi_comm;
+}
+
+static void counts(size_t count, int p, int *cnt, int *displ) {
+    for (int i = 0; i < p; i++) {
+        size_t lo, hi;
+        shard_range(count, p, i, &lo, &hi);
+        CHECK(hi - lo < (size_t)1 << 31, "MPI baseline: shard of %zu elements exceeds int", hi - lo);
+        cnt[i] = (int)(hi - lo);
+        displ[i] = (int)lo;
+    }
+}
+
+int mpi_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    (void)c;
+    MPI_Datatype t; MPI_Op op;
+    MPI_Comm mc = setup(g, dt, &t, &op);
+    if (mc == MPI_COMM_NULL) return 0;
+    CHECK(count < (size_t)1 << 31, "MPI baseline: %zu elements exceed int", count);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, t, op, mc));
+    return 1;
+}
+
+int mpi_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    (void)c;
+    MPI_Datatype t; MPI_Op op;
+    MPI_Comm mc = setup(g, dt, &t, &op);
+    if (mc == MPI_COMM_NULL) return 0;
+    int cnt[COMM_MAX_RANKS], displ[COMM_MAX_RANKS];
+    counts(count, g->size, cnt, displ);
+    // MPI leaves this rank's block at the start of the buffer; ours lives at its
+    // own offset, so receive into a temporary and put it there.
+    size_t es = dtype_size(dt);
+    void *tmp = malloc(cnt[g->rank] * es + 1);
+    CHECK(tmp, "out of memory");
+    MPI_CHECK(MPI_Reduce_scatter(buf, tmp, cnt, t, op, mc));
+    memcpy((unsigned char *)buf + displ[g->rank] * es, tmp, cnt[g->rank] * es);
+    free(tmp);
+    return 1;
+}
+
+int mpi_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    (void)c;
+    MPI_Datatype t; MPI_Op op;
+    MPI_Comm mc = setup(g, dt, &t, &op);
+    if (mc == MPI_COMM_NULL) return 0;
+    int cnt[COMM_MAX_RANKS], displ[COMM_MAX_RANKS];
+    counts(count, g->size, cnt, displ);
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displ, t, mc));
+    return 1;
+}
+
+int mpi_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root) {
+    (void)c;
+    MPI_Datatype t; MPI_Op op;
+    MPI_Comm mc = setup(g, dt, &t, &op);
+    if (mc == MPI_COMM_NULL) return 0;
+    CHECK(count < (size_t)1 << 31, "MPI baseline: %zu elements exceed int", count);
+    MPI_CHECK(MPI_Bcast(buf, (int)count, t, root, mc));
+    return 1;
+}
+
+#else  // built without MPI
+
+int mpi_allreduce(Comm *c, Group *g, void *b, size_t n, DType dt) { (void)c; (void)g; (void)b; (void)n; (void)dt; return 0; }
+int mpi_reduce_scatter(Comm *c, Group *g, void *b, size_t n, DType dt) { (void)c; (void)g; (void)b; (void)n; (void)dt; return 0; }
+int mpi_all_gather(Comm *c, Group *g, void *b, size_t n, DType dt) { (void)c; (void)g; (void)b; (void)n; (void)dt; return 0; }
+int mpi_broadcast(Comm *c, Group *g, void *b, size_t n, DType dt, int root) { (void)c; (void)g; (void)b; (void)n; (void)dt; (void)root; return 0; }
+
+#endif

@@ -1,0 +1,185 @@
+// collectives.c — the naive and recursive-doubling collectives, and the
+// dispatcher that picks an algorithm. The ring is in ring.c.
+//
+// Costs in the alpha-beta model (alpha per message, beta per byte, n bytes, p ranks):
+//   naive all-reduce       2(p-1) alpha + 2(p-1) n beta   (the root is the bottleneck)
+//   ring all-reduce        2(p-1) alpha + 2 (p-1)/p n beta (bandwidth-optimal)
+//   recursive doubling     lg p (alpha + n beta)           (latency-optimal)
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "collectives.h"
+
+static const char *algo_names[ALGO_COUNT] = {"naive", "ring", "rd", "mpi", "nccl"};
+const char *algo_name(Algo a) { return a < ALGO_COUNT ? algo_names[a] : "?"; }
+int algo_parse(const char *s, Algo *out) {
+    for (int a = 0; a < ALGO_COUNT; a++)
+        if (strcmp(s, algo_names[a]) == 0) { *out = (Algo)a; return 0; }
+    return -1;
+}
+
+void shard_range(size_t count, int n, int i, size_t *lo, size_t *hi) {
+    // count*i/n without overflow for any count below 2^63 / 64.
+    *lo = count / n * i + count % n * i / n;
+    *hi = count / n * (i + 1) + count % n * (i + 1) / n;
+}
+
+static unsigned char *at(void *buf, size_t i, DType dt) {
+    return (unsigned char *)buf + i * dtype_size(dt);
+}
+
+// ---------------------------------------------------------------- naive
+
+// Rank 0 adds everyone's buffer into its own, in rank order (a fixed order, so
+// the float result is reproducible), then sends the sum back to everyone.
+static void naive_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    size_t bytes = count * dtype_size(dt);
+    if (g->rank == 0) {
+        for (int r = 1; r < g->size; r++) {
+            CommRequest *q = comm_irecv(c, g, r, buf, bytes, RECV_SUM, dt);
+            comm_wait(c, &q, 1);
+        }
+        for (int r = 1; r < g->size; r++) comm_send(c, g, r, buf, bytes);
+    } else {
+        comm_send(c, g, 0, buf, bytes);
+        comm_recv(c, g, 0, buf, bytes);
+    }
+}
+
+static void naive_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root) {
+    size_t bytes = count * dtype_size(dt);
+    if (g->rank == root) {
+        for (int r = 0; r < g->size; r++)
+            if (r != root) comm_send(c, g, r, buf, bytes);
+    } else {
+        comm_recv(c, g, root, buf, bytes);
+    }
+}
+
+// Reduce-scatter as all-reduce then keep your shard; all-gather as everyone
+// sending its shard to the root, then a broadcast. Simple, and p times the traffic.
+static void naive_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    size_t lo, hi;
+    if (g->rank == 0) {
+        for (int r = 1; r < g->size; r++) {
+            shard_range(count, g->size, r, &lo, &hi);
+            comm_recv(c, g, r, at(buf, lo, dt), (hi - lo) * dtype_size(dt));
+        }
+    } else {
+        shard_range(count, g->size, g->rank, &lo, &hi);
+        comm_send(c, g, 0, at(buf, lo, dt), (hi - lo) * dtype_size(dt));
+    }
+    naive_broadcast(c, g, buf, count, dt, 0);
+}
+
+// ---------------------------------------------------------------- recursive doubling
+
+// All-reduce in lg p rounds: in round k, exchange the whole buffer with the rank
+// whose index differs in bit k, and add. a + b == b + a exactly in IEEE floats,
+// so both partners hold identical sums after every round. A group that is not a
+// power of two first folds its extra ranks r >= p' into r - p', and gives them
+// the result at the end.
+static void rd_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    size_t bytes = count * dtype_size(dt);
+    int p = g->size, r = g->rank, p2 = 1;
+    while (p2 * 2 <= p) p2 *= 2;
+    if (r >= p2) {  // an extra rank: hand over, wait for the answer
+        comm_send(c, g, r - p2, buf, bytes);
+        comm_recv(c, g, r - p2, buf, bytes);
+        return;
+    }
+    if (r + p2 < p) {
+        CommRequest *q = comm_irecv(c, g, r + p2, buf, bytes, RECV_SUM, dt);
+        comm_wait(c, &q, 1);
+    }
+    void *tmp = malloc(bytes ? bytes : 1);
+    CHECK(tmp, "out of memory for a %zu-byte exchange buffer", bytes);
+    for (int k = 1; k < p2; k <<= 1) {
+        int partner = r ^ k;
+        CommRequest *q[2] = {comm_isend(c, g, partner, buf, bytes),
+                             comm_irecv(c, g, partner, tmp, bytes, RECV_COPY, dt)};
+        comm_wait(c, q, 2);
+        // Add in a fixed operand order (lower rank's partial first), so the two
+        // partners compute the same rounding for bf16 too.
+        if (partner < r) {
+            reduce_sum_into(tmp, buf, count, dt);
+            memcpy(buf, tmp, bytes);
+        } else {
+            reduce_sum_into(buf, tmp, count, dt);
+        }
+    }
+    free(tmp);
+    if (r + p2 < p) comm_send(c, g, r + p2, buf, bytes);
+}
+
+// Binomial-tree broadcast: in round k, every rank that has the data sends it to
+// the rank 2^k further on (relative to the root): lg p rounds.
+static void tree_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root) {
+    size_t bytes = count * dtype_size(dt);
+    int p = g->size, rel = (g->rank - root + p) % p;
+    int k = 1;
+    while (k < p) k <<= 1;
+    for (k >>= 1; k >= 1; k >>= 1) {
+        if (rel % (2 * k) == 0 && rel + k < p) comm_send(c, g, (rel + k + root) % p, buf, bytes);
+        else if (rel % (2 * k) == k) comm_recv(c, g, (rel - k + root) % p, buf, bytes);
+    }
+}
+
+// ---------------------------------------------------------------- dispatch
+
+static _Noreturn void unsupported(const char *what, Algo a) {
+    DIE("%s has no '%s' algorithm (choose one of naive, ring, rd, mpi)", what, algo_name(a));
+}
+
+static void library(int ok, const char *what) {
+    CHECK(ok, "%s: the MPI baseline needs the job to be launched by mpirun with --transport mpi "
+          "(and a build with mpicc)", what);
+}
+
+void allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a) {
+    comm_coll_begin(c, g, COLL_ALLREDUCE, count, dt);
+    if (g->size > 1) switch (a) {
+        case ALGO_NAIVE: naive_allreduce(c, g, buf, count, dt); break;
+        case ALGO_RING: ring_allreduce(c, g, buf, count, dt); break;
+        case ALGO_RD: rd_allreduce(c, g, buf, count, dt); break;
+        case ALGO_MPI: library(mpi_allreduce(c, g, buf, count, dt), "all-reduce"); break;
+        default: unsupported("all-reduce", a);
+    }
+    comm_coll_end(c);
+}
+
+void reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a) {
+    comm_coll_begin(c, g, COLL_REDUCE_SCATTER, count, dt);
+    if (g->size > 1) switch (a) {
+        case ALGO_NAIVE: naive_allreduce(c, g, buf, count, dt); break;
+        case ALGO_RING: ring_reduce_scatter(c, g, buf, count, dt); break;
+        case ALGO_MPI: library(mpi_reduce_scatter(c, g, buf, count, dt), "reduce-scatter"); break;
+        default: unsupported("reduce-scatter", a);
+    }
+    comm_coll_end(c);
+}
+
+void all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a) {
+    comm_coll_begin(c, g, COLL_ALLGATHER, count, dt);
+    if (g->size > 1) switch (a) {
+        case ALGO_NAIVE: naive_all_gather(c, g, buf, count, dt); break;
+        case ALGO_RING: ring_all_gather(c, g, buf, count, dt); break;
+        case ALGO_MPI: library(mpi_all_gather(c, g, buf, count, dt), "all-gather"); break;
+        default: unsupported("all-gather", a);
+    }
+    comm_coll_end(c);
+}
+
+void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, Algo a) {
+    CHECK(root >= 0 && root < g->size, "broadcast: root %d outside group %s of %d", root, g->name,
+          g->size);
+    comm_coll_begin(c, g, COLL_BROADCAST, count, dt);
+    if (g->size > 1) switch (a) {
+        case ALGO_NAIVE: naive_broadcast(c, g, buf, count, dt, root); break;
+        case ALGO_RD: tree_broadcast(c, g, buf, count, dt, root); break;
+        case ALGO_MPI: library(mpi_broadcast(c, g, buf, count, dt, root), "broadcast"); break;
+        default: unsupported("broadcast", a);
+    }
+    comm_coll_end(c);
+}

@@ -1,0 +1,51 @@
+// collectives.h — collectives built from point-to-point messages, and the library
+// baselines behind the same interface.
+//
+// Every collective takes a Group (comm.h), works in place on a flat buffer of
+// `count` elements of type dt (fp32 or bf16; bf16 is summed in fp32 and rounded
+// once per addition, as NCCL does), and sums. Sharded collectives split the
+// buffer with shard_range: rank i owns elements [count*i/n, count*(i+1)/n), so
+// any count works, not only multiples of the group size.
+//
+//   allreduce       every rank ends with the sum of everyone's buffer
+//   reduce_scatter  rank i ends with the sum of everyone's shard i (in place, in
+//                   its own shard; the rest of the buffer is scratch afterwards)
+//   all_gather      rank i contributes its shard i; everyone ends with all shards
+//   broadcast       everyone ends with the root's buffer
+#pragma once
+#include <stddef.h>
+
+#include "comm.h"
+#include "dtype.h"
+
+typedef enum {
+    ALGO_NAIVE = 0,  // everything through rank 0: reduce to the root, then broadcast
+    ALGO_RING,       // ring: reduce-scatter then all-gather, 2(p-1) steps of n/p
+    ALGO_RD,         // recursive doubling (binomial tree for broadcast): lg p steps
+    ALGO_MPI,        // the MPI library's own (needs mpirun)
+    ALGO_NCCL,       // NCCL (GPU buffers; see comm_cuda.h)
+    ALGO_COUNT
+} Algo;
+
+const char *algo_name(Algo a);               // "naive", "ring", "rd", "mpi", "nccl"
+int algo_parse(const char *s, Algo *out);    // 0 on success
+
+void shard_range(size_t count, int n, int i, size_t *lo, size_t *hi);
+
+void allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
+void reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
+void all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
+void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, Algo a);
+
+// The ring algorithms (ring.c — the exercise). They assume comm_coll_begin was
+// called by the dispatcher above.
+void ring_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt);
+void ring_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt);
+void ring_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt);
+
+// Library baselines (baseline_mpi.c). Return 0 when the library is not available
+// in this run (not launched by mpirun, or built without MPI).
+int mpi_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt);
+int mpi_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt);
+int mpi_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt);
+int mpi_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root);

@@ -1,0 +1,414 @@
+// comm.c — launching ranks, process groups, and the progress engine that every
+// point-to-point message (and so every collective) goes through.
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "comm_internal.h"
+#include "timer.h"
+
+static const char *kind_names[COLL_KINDS] = {"point-to-point", "barrier", "all-reduce",
+                                             "reduce-scatter", "all-gather", "broadcast",
+                                             "reduce"};
+const char *coll_name(CollKind k) { return k < COLL_KINDS ? kind_names[k] : "?"; }
+
+static const char *transport_names[TRANSPORT_COUNT] = {"shm", "mpi", "tcp"};
+const char *transport_name(Transport t) { return t < TRANSPORT_COUNT ? transport_names[t] : "?"; }
+int transport_parse(const char *s, Transport *out) {
+    for (int t = 0; t < TRANSPORT_COUNT; t++)
+        if (strcmp(s, transport_names[t]) == 0) { *out = (Transport)t; return 0; }
+    return -1;
+}
+
+int comm_rank(const Comm *c) { return c->rank; }
+int comm_size(const Comm *c) { return c->size; }
+LaunchMode comm_launch_mode(const Comm *c) { return c->launch; }
+Transport comm_transport(const Comm *c) { return c->transport; }
+double comm_timeout(const Comm *c) { return c->timeout_s; }
+const Group *comm_world(const Comm *c) { return &c->world; }
+
+// ---------------------------------------------------------------- launching
+
+static const char *env(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+// Parses a non-negative integer environment variable; dies naming it if malformed.
+static int env_int(const char *name, int fallback) {
+    const char *v = env(name);
+    if (!v) return fallback;
+    char *end;
+    long x = strtol(v, &end, 10);
+    CHECK(*end == '\0' && x >= 0 && x < 1 << 20, "environment variable %s=%s is not a valid "
+          "rank or size", name, v);
+    return (int)x;
+}
+
+// The built-in launcher's supervisor: waits for the n children. If one dies
+// (non-zero exit or a signal) it reports which and how, gives the others
+// `grace` seconds to notice (their waits time out with a diagnostic), then kills
+// whatever is left. Returns the exit status for the whole job.
+static int supervise(pid_t *pids, int n, double grace) {
+    int status = 0, alive = n;
+    double deadline = 0;
+    while (alive > 0) {
+        int st;
+        pid_t pid = waitpid(-1, &st, deadline > 0 ? WNOHANG : 0);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) break;
+        if (pid == 0) {  // nothing exited; are we past the grace period?
+            if (now_seconds() > deadline) {
+                for (int i = 0; i < n; i++)
+                    if (pids[i] > 0) {
+                        fprintf(stderr, "launcher: rank %d still running %.0f s after the failure; "
+                                "killing it\n", i, grace);
+                        kill(pids[i], SIGKILL);
+                    }
+                deadline = now_seconds() + 3600;  // now just reap
+            }
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        int r = -1;
+        for (int i = 0; i < n; i++)
+            if (pids[i] == pid) r = i;
+        if (r < 0) continue;
+        pids[r] = 0;
+        alive--;
+        int failed = 0;
+        if (WIFSIGNALED(st)) {
+            fprintf(stderr, "launcher: rank %d (pid %d) was killed by signal %d (%s)\n", r, (int)pid,
+                    WTERMSIG(st), strsignal(WTERMSIG(st)));
+            failed = 1;
+        } else if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "launcher: rank %d (pid %d) exited with status %d\n", r, (int)pid,
+                    WEXITSTATUS(st));
+            failed = 1;
+        }
+        if (failed && status == 0) {
+            status = 1;
+            if (alive > 0) {
+                fprintf(stderr, "launcher: waiting up to %.0f s for the other %d rank%s to stop\n",
+                        grace, alive, alive == 1 ? "" : "s");
+                deadline = now_seconds() + grace;
+            }
+        }
+    }
+    return status;
+}
+
+static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg) {
+    Comm *c = calloc(1, sizeof *c);
+    CHECK(c, "out of memory");
+    c->rank = rank;
+    c->size = size;
+    c->launch = mode;
+    c->transport = cfg->transport;
+    c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60.0;
+    c->kill_rank = -1;
+    c->kill_seq = -1;
+    int ranks[COMM_MAX_RANKS];
+    for (int i = 0; i < size; i++) ranks[i] = i;
+    c->world.id = 1;
+    snprintf(c->world.name, sizeof c->world.name, "world");
+    c->world.size = size;
+    c->world.rank = rank;
+    memcpy(c->world.ranks, ranks, sizeof(int) * size);
+    log_set_rank(rank, size);
+    return c;
+}
+
+Comm *comm_launch(const CommConfig *cfg) {
+    const char *ompi_rank = env("OMPI_COMM_WORLD_RANK");
+    const char *torch_rank = env("RANK");
+    if (ompi_rank || env("PMI_RANK")) {  // under mpirun
+        int rank = 0, size = 1;
+        CHECK(mpi_launch_init(&rank, &size), "launched by mpirun, but this binary was built "
+              "without MPI (mpicc was not found at build time)");
+        CHECK(size <= COMM_MAX_RANKS, "%d ranks: at most %d are supported", size, COMM_MAX_RANKS);
+        Comm *c = comm_new(rank, size, LAUNCH_MPIRUN, cfg);
+        if (cfg->transport == TRANSPORT_MPI) mpi_transport_init(c);
+        else if (cfg->transport == TRANSPORT_TCP) tcp_transport_init(c);
+        else {
+            // shm under mpirun: every rank must be on this node. Rank 0 creates a
+            // named region; mpi_transport_init's helper shares its name.
+            CHECK(0, "--transport shm under mpirun is not supported; use --transport mpi");
+        }
+        mpi_group_comm(c, &c->world);
+        return c;
+    }
+    if (torch_rank) {  // torchrun's convention
+        int rank = env_int("RANK", 0), size = env_int("WORLD_SIZE", 1);
+        CHECK(env("WORLD_SIZE"), "RANK is set but WORLD_SIZE is not (torchrun convention needs "
+              "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+        CHECK(rank < size, "RANK=%d is not below WORLD_SIZE=%d", rank, size);
+        CHECK(size <= COMM_MAX_RANKS, "WORLD_SIZE=%d: at most %d ranks are supported", size,
+              COMM_MAX_RANKS);
+        Comm *c = comm_new(rank, size, LAUNCH_TORCHRUN, cfg);
+        c->transport = TRANSPORT_TCP;
+        tcp_transport_init(c);
+        return c;
+    }
+    int n = cfg->np > 0 ? cfg->np : 1;
+    CHECK(n <= COMM_MAX_RANKS, "--np %d: at most %d ranks are supported", n, COMM_MAX_RANKS);
+    CHECK(cfg->transport == TRANSPORT_SHM, "--transport %s needs mpirun (mpi) or the torchrun "
+          "environment (tcp); the built-in launcher uses shm", transport_name(cfg->transport));
+    // The shared region is mapped before fork, so every rank sees the same pages.
+    size_t bytes = shm_region_bytes(n);
+    void *region = NULL;
+    if (n > 1) {
+        region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        CHECK(region != MAP_FAILED, "cannot map %zu bytes of shared memory for %d ranks: %s", bytes,
+              n, strerror(errno));
+    }
+    if (n == 1) {
+        Comm *c = comm_new(0, 1, LAUNCH_SINGLE, cfg);
+        shm_transport_init(c, NULL, 0);
+        return c;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pids[COMM_MAX_RANKS];
+    for (int r = 0; r < n; r++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
+        if (pid == 0) {
+            Comm *c = comm_new(r, n, LAUNCH_FORK, cfg);
+            shm_transport_init(c, region, bytes);
+            return c;
+        }
+        pids[r] = pid;
+    }
+    // The parent is the supervisor from here on.
+    int status = supervise(pids, n, cfg->timeout_s + 5.0);
+    munmap(region, bytes);
+    exit(status);
+}
+
+void comm_finalize(Comm *c) {
+    if (!c) return;
+    if (c->ops && c->ops->finalize) c->ops->finalize(c);
+    if (c->launch == LAUNCH_MPIRUN) mpi_launch_finalize();
+    free(c);
+}
+
+// ---------------------------------------------------------------- groups
+
+void comm_group_new(Comm *c, Group *g, const char *name, const int *ranks, int n) {
+    CHECK(n >= 1 && n <= c->size, "group %s: %d members in a world of %d", name, n, c->size);
+    memset(g, 0, sizeof *g);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    g->size = n;
+    g->rank = -1;
+    // The id is a hash of the member list: equal on every member, different for
+    // different groups (so a message meant for another group is caught).
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < n; i++) {
+        CHECK(ranks[i] >= 0 && ranks[i] < c->size, "group %s: rank %d outside the world", name,
+              ranks[i]);
+        g->ranks[i] = ranks[i];
+        if (ranks[i] == c->rank) g->rank = i;
+        h = (h ^ (uint32_t)ranks[i]) * 16777619u;
+    }
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
+    g->id = h;
+    CHECK(g->rank >= 0, "group %s: this rank (%d) is not a member", name, c->rank);
+    mpi_group_comm(c, g);
+}
+
+void comm_mesh(Comm *c, int dp, int tp, int pp, Group *dp_g, Group *tp_g, Group *pp_g) {
+    CHECK(dp >= 1 && tp >= 1 && pp >= 1 && dp * tp * pp == c->size,
+          "mesh dp=%d x tp=%d x pp=%d does not match the %d ranks", dp, tp, pp, c->size);
+    int r = c->rank, t = r % tp, d = (r / tp) % dp, p = r / (tp * dp);
+    int ranks[COMM_MAX_RANKS];
+    for (int i = 0; i < dp; i++) ranks[i] = (p * dp + i) * tp + t;
+    if (dp_g) comm_group_new(c, dp_g, "dp", ranks, dp);
+    for (int i = 0; i < tp; i++) ranks[i] = (p * dp + d) * tp + i;
+    if (tp_g) comm_group_new(c, tp_g, "tp", ranks, tp);
+    for (int i = 0; i < pp; i++) ranks[i] = (i * dp + d) * tp + t;
+    if (pp_g) comm_group_new(c, pp_g, "pp", ranks, pp);
+}
+
+// ---------------------------------------------------------------- collectives
+
+void comm_coll_begin(Comm *c, Group *g, CollKind kind, size_t count, DType dt) {
+    g->seq++;
+    c->cur_kind = kind;
+    c->cur_seq = g->seq;
+    c->cur_group = g;
+    c->cur_count = count;
+    c->cur_dt = dt;
+    c->counters[kind].calls++;
+    if (c->kill_seq >= 0 && c->rank == c->kill_rank && g->id == c->world.id &&
+        (int64_t)g->seq == c->kill_seq) {
+        log_warn("fault injection: rank %d kills itself at %s #%llu", c->rank, coll_name(kind),
+                 (unsigned long long)g->seq);
+        fflush(stdout);
+        fflush(stderr);
+        raise(SIGKILL);
+    }
+}
+
+void comm_coll_end(Comm *c) {
+    c->cur_kind = COLL_P2P;
+    c->cur_seq = 0;
+    c->cur_group = NULL;
+}
+
+const CommCounter *comm_counters(const Comm *c) { return c->counters; }
+void comm_reset_counters(Comm *c) { memset(c->counters, 0, sizeof c->counters); }
+void comm_inject_kill(Comm *c, int rank, int64_t seq) { c->kill_rank = rank; c->kill_seq = seq; }
+
+// ---------------------------------------------------------------- requests
+
+static CommRequest *request(Comm *c, const Group *g, int peer, void *buf, size_t bytes, int send) {
+    CHECK(peer >= 0 && peer < g->size && peer != g->rank, "%s #%llu on group %s: peer %d is not "
+          "another member of the %d-rank group", coll_name(c->cur_kind),
+          (unsigned long long)c->cur_seq, g->name, peer, g->size);
+    CommRequest *r = calloc(1, sizeof *r);
+    CHECK(r, "out of memory");
+    r->is_send = send;
+    r->peer = g->ranks[peer];
+    r->group = g;
+    r->buf = buf;
+    r->bytes = bytes;
+    int in_coll = c->cur_group == g;
+    r->hdr = (MsgHeader){.magic = MSG_MAGIC, .group_id = g->id, .seq = in_coll ? c->cur_seq : 0,
+                         .kind = in_coll ? c->cur_kind : COLL_P2P, .src = (uint32_t)c->rank,
+                         .bytes = bytes};
+    CollKind k = in_coll ? c->cur_kind : COLL_P2P;
+    if (send) c->counters[k].bytes_sent += bytes; else c->counters[k].bytes_recv += bytes;
+    if (send && k == COLL_P2P) c->counters[k].calls++;
+    if (c->ops->post) c->ops->post(c, r);
+    return r;
+}
+
+CommRequest *comm_isend(Comm *c, const Group *g, int peer, const void *buf, size_t bytes) {
+    return request(c, g, peer, (void *)buf, bytes, 1);
+}
+
+CommRequest *comm_irecv(Comm *c, const Group *g, int peer, void *buf, size_t bytes, RecvOp op,
+                        DType dt) {
+    CommRequest *r = request(c, g, peer, buf, bytes, 0);
+    r->op = op;
+    r->dt = dt;
+    CHECK(op == RECV_COPY || bytes % dtype_size(dt) == 0, "reducing receive of %zu bytes is not a "
+          "whole number of %s elements", bytes, dtype_name(dt));
+    return r;
+}
+
+void comm_wait(Comm *c, CommRequest **reqs, int n) {
+    double start = now_seconds(), next_check = start + 0.1;
+    int remaining = n;
+    unsigned idle = 0;
+    while (remaining > 0) {
+        int moved = 0;
+        remaining = 0;
+        for (int i = 0; i < n; i++) {
+            if (reqs[i]->complete) continue;
+            moved |= c->ops->progress(c, reqs[i]);
+            if (!reqs[i]->complete) remaining++;
+        }
+        if (remaining == 0) break;
+        if (moved) { idle = 0; continue; }
+        // Nothing moved: back off politely (ranks may outnumber cores), and every
+        // 100 ms look at the clock and at the peers we are waiting for.
+        if (++idle < 64) continue;
+        if (idle < 256) sched_yield();
+        else {
+            struct timespec ts = {0, idle < 4096 ? 2000 : 50000};
+            nanosleep(&ts, NULL);
+        }
+        double now = now_seconds();
+        if (now < next_check) continue;
+        next_check = now + 0.1;
+        for (int i = 0; i < n; i++) {
+            if (reqs[i]->complete) continue;
+            if (c->ops->peer_dead && c->ops->peer_dead(c, reqs[i]->peer))
+                comm_die_waiting(c, reqs[i], "the peer's process has exited");
+            if (now - start > c->timeout_s) comm_die_waiting(c, reqs[i], "timeout");
+        }
+    }
+    for (int i = 0; i < n; i++) free(reqs[i]);
+}
+
+void comm_send(Comm *c, const Group *g, int peer, const void *buf, size_t bytes) {
+    CommRequest *r = comm_isend(c, g, peer, buf, bytes);
+    comm_wait(c, &r, 1);
+}
+
+void comm_recv(Comm *c, const Group *g, int peer, void *buf, size_t bytes) {
+    CommRequest *r = comm_irecv(c, g, peer, buf, bytes, RECV_COPY, DT_F32);
+    comm_wait(c, &r, 1);
+}
+
+void comm_barrier(Comm *c, const Group *g) {
+    // Dissemination barrier: lg(p) rounds; in round k, send to rank+2^k and hear
+    // from rank-2^k. Nobody leaves before everybody has arrived.
+    comm_coll_begin(c, (Group *)g, COLL_BARRIER, 0, DT_F32);
+    unsigned char token = 1, got = 0;
+    for (int k = 1; k < g->size; k <<= 1) {
+        CommRequest *r[2] = {comm_isend(c, g, (g->rank + k) % g->size, &token, 1),
+                             comm_irecv(c, g, (g->rank - k + g->size) % g->size, &got, 1, RECV_COPY,
+                                        DT_F32)};
+        comm_wait(c, r, 2);
+    }
+    comm_coll_end(c);
+}
+
+// ---------------------------------------------------------------- reduction, errors
+
+void reduce_sum_into(void *dst, const void *src, size_t n, DType dt) {
+    if (dt == DT_F32) {
+        float *d = dst;
+        const float *s = src;
+        for (size_t i = 0; i < n; i++) d[i] += s[i];
+    } else if (dt == DT_BF16) {
+        uint16_t *d = dst;
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) d[i] = f32_to_bf16(bf16_to_f32(d[i]) + bf16_to_f32(s[i]));
+    } else if (dt == DT_F16) {
+        uint16_t *d = dst;
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) d[i] = f32_to_f16(f16_to_f32(d[i]) + f16_to_f32(s[i]));
+    } else if (dt == DT_I32) {
+        int32_t *d = dst;
+        const int32_t *s = src;
+        for (size_t i = 0; i < n; i++) d[i] += s[i];
+    }
+}
+
+static void describe(const Comm *c, const CommRequest *r, char *buf, size_t n) {
+    const Group *g = r->group;
+    snprintf(buf, n, "%s #%llu on group %s (%d ranks, id %08x): %s %zu bytes %s world rank %d; "
+             "%zu of them moved", coll_name((CollKind)r->hdr.kind), (unsigned long long)r->hdr.seq,
+             g->name, g->size, g->id, r->is_send ? "sending" : "receiving", r->bytes,
+             r->is_send ? "to" : "from", r->peer, r->done);
+    (void)c;
+}
+
+void comm_die_waiting(Comm *c, const CommRequest *r, const char *why) {
+    char d[320];
+    describe(c, r, d, sizeof d);
+    if (strcmp(why, "timeout") == 0) DIE("timeout after %.1f s in %s", c->timeout_s, d);
+    DIE("%s, in %s", why, d);
+}
+
+void comm_die_mismatch(Comm *c, const CommRequest *r, const MsgHeader *got) {
+    char d[320];
+    describe(c, r, d, sizeof d);
+    if (got->magic != MSG_MAGIC) DIE("corrupt message header from world rank %d: %s", r->peer, d);
+    DIE("ranks disagree: this rank expects %s, but world rank %u sent %s #%llu on group %08x with "
+        "%llu bytes", d, got->src, coll_name((CollKind)got->kind), (unsigned long long)got->seq,
+        got->group_id, (unsigned long long)got->bytes);
+}

@@ -1,0 +1,128 @@
+// comm.h — ranks and how they talk: launch, process groups, point-to-point.
+//
+// One binary runs as N ranks, launched three ways (comm_launch decides):
+//   1. built in:  `prog --np 4 ...` forks 4 ranks on this machine (the default);
+//   2. `mpirun -np 4 prog ...`  (detected from OpenMPI's environment);
+//   3. torchrun's convention: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.
+// and talks over one of three transports for host buffers:
+//   shm  shared-memory channels between processes on one machine (hand-written; the
+//        default for the built-in launcher and for mpirun on one node);
+//   mpi  MPI point-to-point (MPI_Isend / MPI_Irecv);
+//   tcp  sockets, a full mesh set up through MASTER_ADDR:MASTER_PORT.
+// GPU buffers (stage 02 on one or many GPUs) use CUDA IPC or NCCL: comm_cuda.h.
+//
+// Everything above this layer — every collective, hand-written or library — is
+// built from comm_isend / comm_irecv / comm_wait on a Group. Every wait has a
+// timeout; when it fires, the rank names the collective, its sequence number,
+// the group, the bytes and the peer it waited for, and exits non-zero. Messages
+// carry a small header, so a collective called with different sizes (or a
+// different collective) on two ranks is reported instead of corrupting memory.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COMM_MAX_RANKS 64
+
+typedef enum { TRANSPORT_SHM = 0, TRANSPORT_MPI, TRANSPORT_TCP, TRANSPORT_COUNT } Transport;
+typedef enum { LAUNCH_SINGLE = 0, LAUNCH_FORK, LAUNCH_MPIRUN, LAUNCH_TORCHRUN } LaunchMode;
+
+// What a message belongs to: counters are kept per kind, and a timeout names it.
+typedef enum {
+    COLL_P2P = 0, COLL_BARRIER, COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER,
+    COLL_BROADCAST, COLL_REDUCE, COLL_KINDS
+} CollKind;
+const char *coll_name(CollKind k);  // "all-reduce", ...
+
+typedef struct {
+    uint64_t calls;        // collectives started (p2p: messages sent)
+    uint64_t bytes_sent;   // payload bytes this rank sent
+    uint64_t bytes_recv;   // payload bytes this rank received
+} CommCounter;
+
+// A process group: an ordered subset of the world ranks. Collectives take one.
+typedef struct {
+    uint32_t id;                  // same on every member; part of every message header
+    char name[32];                // "world", "dp", "tp", "pp"
+    int size, rank;               // members and this rank's index among them
+    int ranks[COMM_MAX_RANKS];    // world rank of member i
+    uint64_t seq;                 // collectives started on this group (same on all members)
+    void *mpi_comm;               // the MPI communicator (MPI_Comm*) under mpirun, else NULL
+} Group;
+
+typedef struct Comm Comm;
+
+typedef struct {
+    int np;               // --np: ranks for the built-in launcher (1 = single process)
+    double timeout_s;     // every blocking wait gives up after this long
+    Transport transport;  // host-buffer transport (shm unless asked otherwise)
+} CommConfig;
+
+// Call once at the top of main, after parsing flags. Decides the launch mode from
+// the environment and cfg->np; with the built-in launcher the calling process
+// forks the ranks and becomes their supervisor: it never returns, and exits with
+// the ranks' status, reporting a rank that died and how (exit code or signal).
+// Returns this rank's communicator (never NULL; a world of 1 when single).
+Comm *comm_launch(const CommConfig *cfg);
+void comm_finalize(Comm *c);
+
+int comm_rank(const Comm *c);
+int comm_size(const Comm *c);
+LaunchMode comm_launch_mode(const Comm *c);
+Transport comm_transport(const Comm *c);
+const char *transport_name(Transport t);
+int transport_parse(const char *s, Transport *out);
+double comm_timeout(const Comm *c);
+const Group *comm_world(const Comm *c);
+
+// Groups. comm_group_new builds the group of world ranks `ranks[0..n)`; every
+// member must call it (with the same list). comm_mesh builds the three groups
+// of a dp x tp x pp mesh that this rank belongs to; rank = (pp*dp + d)*tp + t, so
+// tensor-parallel ranks are neighbours (they talk most).
+void comm_group_new(Comm *c, Group *g, const char *name, const int *ranks, int n);
+void comm_mesh(Comm *c, int dp, int tp, int pp, Group *dp_g, Group *tp_g, Group *pp_g);
+
+// ---- point to point ----
+// Non-blocking send/receive of `bytes` to/from member `peer` of group g. The
+// buffers must stay untouched until comm_wait returns. A receive with `reduce`
+// set adds the incoming elements of type `dt` into buf instead of copying them
+// (bf16 is added in fp32 and rounded once): the transport streams and reduces in
+// one pass, which is what makes a ring all-reduce fast.
+typedef struct CommRequest CommRequest;
+typedef enum { RECV_COPY = 0, RECV_SUM } RecvOp;
+CommRequest *comm_isend(Comm *c, const Group *g, int peer, const void *buf, size_t bytes);
+CommRequest *comm_irecv(Comm *c, const Group *g, int peer, void *buf, size_t bytes, RecvOp op,
+                        DType dt);
+// Waits for all n requests (and frees them); dies with the timeout diagnostic.
+void comm_wait(Comm *c, CommRequest **reqs, int n);
+// Blocking conveniences.
+void comm_send(Comm *c, const Group *g, int peer, const void *buf, size_t bytes);
+void comm_recv(Comm *c, const Group *g, int peer, void *buf, size_t bytes);
+void comm_barrier(Comm *c, const Group *g);
+
+// ---- collective bookkeeping (used by every collective implementation) ----
+// Marks the start of a collective on g: advances g->seq, stamps every message
+// of the collective with (kind, seq, count, dtype) so that mismatches are caught,
+// and counts the call. comm_coll_end closes it.
+void comm_coll_begin(Comm *c, Group *g, CollKind kind, size_t count, DType dt);
+void comm_coll_end(Comm *c);
+// Bytes moved, per collective kind, by this rank.
+const CommCounter *comm_counters(const Comm *c);
+void comm_reset_counters(Comm *c);
+
+// dst[i] += src[i] for n elements of type dt (bf16 and fp16: added in fp32 and
+// rounded once). The reduction every summing collective uses.
+void reduce_sum_into(void *dst, const void *src, size_t n, DType dt);
+
+// Fault injection for tests: the rank `rank` kills itself (SIGKILL) when it
+// starts collective number `seq` on the world group. -1 disables.
+void comm_inject_kill(Comm *c, int rank, int64_t seq);
+
+#ifdef __cplusplus
+}
+#endif

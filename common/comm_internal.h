@@ -1,0 +1,81 @@
+// comm_internal.h — what a transport implements, and the state comm.c shares
+// with the transports. Not for code above the comm layer.
+#pragma once
+#include <stdint.h>
+
+#include "comm.h"
+
+// Every message on the shm and tcp transports starts with this header. The
+// receiver checks it against what it expects: a different size, collective or
+// sequence number is a bug in the caller (ranks disagree), reported with both
+// sides' view instead of silently reading garbage.
+typedef struct {
+    uint32_t magic;      // MSG_MAGIC
+    uint32_t group_id;
+    uint64_t seq;        // the group's collective sequence number (0 for plain p2p)
+    uint32_t kind;       // CollKind
+    uint32_t src;        // sender's world rank
+    uint64_t bytes;      // payload bytes that follow
+} MsgHeader;
+#define MSG_MAGIC 0x434f4d4du  // "COMM"
+
+struct CommRequest {
+    int is_send;
+    int peer;              // world rank
+    const Group *group;
+    unsigned char *buf;    // send: source; recv: destination
+    size_t bytes;          // payload bytes
+    RecvOp op;
+    DType dt;
+    MsgHeader hdr;         // send: the header to send; recv: the header received
+    size_t hdr_done;       // header bytes moved so far
+    size_t done;           // payload bytes moved so far
+    int complete;
+    void *impl;            // transport's own state (MPI_Request*, ...)
+};
+
+typedef struct TransportOps {
+    const char *name;
+    // Moves as much of r as possible without blocking; sets r->complete when done.
+    // Returns 1 if it made any progress.
+    int (*progress)(Comm *c, CommRequest *r);
+    // Called once per request when it is posted (may be NULL).
+    void (*post)(Comm *c, CommRequest *r);
+    // Peer liveness: 1 if the peer's process is known to be gone (may be NULL).
+    int (*peer_dead)(Comm *c, int world_rank);
+    void (*finalize)(Comm *c);
+} TransportOps;
+
+struct Comm {
+    int rank, size;
+    LaunchMode launch;
+    Transport transport;
+    double timeout_s;
+    Group world;
+    CommCounter counters[COLL_KINDS];
+    // The collective in progress (for headers, counters and diagnostics).
+    CollKind cur_kind;
+    uint64_t cur_seq;
+    const Group *cur_group;
+    size_t cur_count;
+    DType cur_dt;
+    int kill_rank;
+    int64_t kill_seq;
+    const TransportOps *ops;
+    void *state;           // the transport's state
+};
+
+// The transports. Each init fills c->ops and c->state; world size and rank are
+// already known from the launcher.
+void shm_transport_init(Comm *c, void *region, size_t region_bytes);
+size_t shm_region_bytes(int world);
+void mpi_transport_init(Comm *c);    // comm_mpi.c (or comm_mpi_absent.c without mpicc)
+void tcp_transport_init(Comm *c);    // comm_tcp.c
+// MPI as launcher: MPI_Init, world rank and size; 0 if this build has no MPI.
+int mpi_launch_init(int *rank, int *size);
+void mpi_launch_finalize(void);
+void mpi_group_comm(Comm *c, Group *g);  // sets g->mpi_comm (MPI_Comm_split); no-op without MPI
+
+// Dies with the diagnostic for request r (timeout or dead peer).
+_Noreturn void comm_die_waiting(Comm *c, const CommRequest *r, const char *why);
+_Noreturn void comm_die_mismatch(Comm *c, const CommRequest *r, const MsgHeader *got);

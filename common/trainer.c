@@ -1,0 +1,209 @@
+// trainer.c — the training loop shared by build/train and the stage drivers.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "data.h"
+#include "ops.h"
+#include "optim.h"
+#include "perf.h"
+#include "safetensors.h"
+#include "timer.h"
+#include "trainer.h"
+
+void train_args_default(TrainArgs *a) {
+    memset(a, 0, sizeof *a);
+    a->preset = "small";
+    a->device = "cpu";
+    a->data = "synthetic";
+    a->batch = 8;
+    a->accum = 1;
+    a->steps = 50;
+    a->threads = 1;
+    a->warmup = 2;
+    a->log_every = 1;
+    a->lr = 3e-4;
+    a->beta1 = 0.9;
+    a->beta2 = 0.95;
+    a->weight_decay = 0.1;
+    a->grad_clip = 1.0;
+    a->seed = 1;
+}
+
+int train_flags(TrainArgs *a, Flag *rows) {
+    Flag f[] = {
+        F_CHOICE("--preset", &a->preset, "tiny|small|gpt2-124m", "model preset; the size flags below override it"),
+        F_INT("--layers", &a->layers, 1, 4096, "transformer blocks L (0 = preset)"),
+        F_INT("--width", &a->width, 1, 65536, "channels C (0 = preset)"),
+        F_INT("--heads", &a->heads, 1, 4096, "attention heads; must divide --width (0 = preset)"),
+        F_INT("--seq", &a->seq, 1, 1 << 20, "sequence length T (0 = preset)"),
+        F_INT("--vocab", &a->vocab, 2, 1 << 24, "vocabulary V (0 = preset; byte-level text needs >= 256)"),
+        F_INT("--batch", &a->batch, 1, 1 << 20, "sequences per micro-batch B, per rank"),
+        F_INT("--grad-accum", &a->accum, 1, 1 << 20, "micro-batches per optimizer step"),
+        F_INT("--steps", &a->steps, 1, 1 << 30, "optimizer steps"),
+        F_DOUBLE("--lr", &a->lr, 0, 10, "AdamW learning rate"),
+        F_DOUBLE("--beta1", &a->beta1, 0, 0.999999, "AdamW beta1"),
+        F_DOUBLE("--beta2", &a->beta2, 0, 0.999999, "AdamW beta2"),
+        F_DOUBLE("--weight-decay", &a->weight_decay, 0, 10, "decoupled weight decay (matrices only)"),
+        F_DOUBLE("--grad-clip", &a->grad_clip, 0, 1e6, "max global gradient norm (0 = off)"),
+        F_U64("--seed", &a->seed, 0, 1.8e19, "seed for weights and the synthetic corpus"),
+        F_STRING("--data", &a->data, "'synthetic' or the path of a text file (byte-level)"),
+        F_CHOICE("--device", &a->device, "cpu|cuda", "where to compute"),
+        F_INT("--threads", &a->threads, 1, 1024, "CPU threads (BLAS) per rank"),
+        F_BYTES("--device-mem", &a->device_mem, 0, 1e18, "simulated device capacity, e.g. 80GB (0 = unlimited)"),
+        F_DOUBLE("--peak-tflops", &a->peak_tflops, 0, 1e6, "peak for MFU (0 = measured sgemm on cpu, 989.4 on cuda)"),
+        F_INT("--warmup", &a->warmup, 0, 1 << 20, "steps left out of the median timings"),
+        F_INT("--log-every", &a->log_every, 1, 1 << 30, "print every n-th step"),
+        F_STRING("--save-params", &a->save_params, "write the final weights to this .safetensors file"),
+    };
+    int n = FLAG_COUNT(f);
+    CHECK(n <= TRAIN_MAX_FLAGS, "TRAIN_MAX_FLAGS too small");
+    memcpy(rows, f, sizeof f);
+    return n;
+}
+
+void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
+    CHECK(gpt_preset(a->preset, cfg) == 0, "unknown preset %s", a->preset);
+    if (a->layers) cfg->n_layer = a->layers;
+    if (a->width) cfg->n_embd = a->width;
+    if (a->heads) cfg->n_head = a->heads;
+    if (a->seq) cfg->seq_len = a->seq;
+    if (a->vocab) cfg->vocab = a->vocab;
+    char err[200];
+    if (gpt_config_error(cfg, err, sizeof err)) flags_fail("%s", err);
+    int synthetic = strcmp(a->data, "synthetic") == 0;
+    if (!synthetic && cfg->vocab < 256)
+        flags_fail("--data %s is byte-level text and needs --vocab >= 256 (the model has %d)",
+                   a->data, cfg->vocab);
+    if (synthetic && cfg->vocab < 4) flags_fail("the synthetic corpus needs --vocab >= 4");
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static void save_params(const char *path, GPT *g) {
+    size_t bytes = g->n_params * sizeof(float);
+    float *host = malloc(bytes);
+    CHECK(host, "out of host memory");
+    g->ctx->ops->to_host(g->ctx, host, g->params, bytes);
+    StTensor t = {.name = "params", .dtype = DT_F32, .ndim = 1, .data = host, .nbytes = bytes};
+    t.shape[0] = (int64_t)g->n_params;
+    char err[256];
+    CHECK(st_save(path, &t, 1, NULL, 0, err, sizeof err) == 0, "%s", err);
+    free(host);
+}
+
+TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
+    GPTConfig cfg;
+    train_resolve(a, &cfg);
+    int rank = h ? h->rank : 0, world = h ? h->world : 1, quiet = rank != 0;
+    int B = a->batch, T = cfg.seq_len, accum = a->accum, steps = a->steps;
+
+    DataLoader dl;
+    if (strcmp(a->data, "synthetic") == 0)
+        data_open_synthetic(&dl, cfg.vocab, (size_t)1 << 22, a->seed, B, T, rank, world);
+    else
+        data_open_text(&dl, a->data, B, T, rank, world);
+
+    // Build in the order a framework does: weights, gradients, optimizer state,
+    // then activations. A model too large for --device-mem fails here, at step
+    // zero, before any forward pass.
+    GPT g;
+    gpt_init(&g, ctx, &cfg, a->seed);
+    if (h && h->sync_params) h->sync_params(&g, h->arg);
+    gpt_alloc_grads(&g);
+    AdamWConfig oc = {(float)a->lr, (float)a->beta1, (float)a->beta2, 1e-8f,
+                      (float)a->weight_decay, (float)a->grad_clip};
+    AdamW opt;
+    adamw_init(&opt, &g, &oc, 0, g.n_params);
+    gpt_alloc_acts(&g, B, T);
+
+    double fpt = gpt_flops_per_token(&cfg, T), peak;
+    const char *peak_src;
+    if (a->peak_tflops > 0) { peak = a->peak_tflops * 1e12; peak_src = "--peak-tflops"; }
+    else if (ctx->device == DEV_CPU) {
+        peak = cpu_peak_gflops(a->threads) * 1e9 * world;  // every rank has its own cores
+        peak_src = world > 1 ? "OpenBLAS sgemm 1024^3 measured now, times the ranks"
+                             : "OpenBLAS sgemm 1024^3, measured now";
+    } else { peak = 989.4e12 * world; peak_src = "H100 SXM dense bf16 datasheet per GPU; this fp32 path cannot reach it"; }
+
+    if (!quiet) {
+        char pbytes[32];
+        format_bytes(g.n_params * sizeof(float), pbytes, sizeof pbytes);
+        log_info("model: L=%d C=%d NH=%d T=%d V=%d | %zu params (%s fp32) | device %s, %d thread%s "
+                 "| %s", cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.seq_len, cfg.vocab, g.n_params,
+                 pbytes, device_name(ctx->device), a->threads, a->threads == 1 ? "" : "s",
+                 h && h->label ? h->label : "1 process");
+        log_info("data: %s, %zu tokens | batch %d x %d x %d accum x %d rank%s | uniform-guess loss "
+                 "ln(V) = %.3f", dl.source, dl.n, B, T, accum, world, world == 1 ? "" : "s",
+                 log((double)cfg.vocab));
+        log_info("MFU = tokens/s x (6N + 12*L*H*Q*T) / peak, with 6N + 12LHQT = %.2f MFLOP/token "
+                 "and peak = %.1f GFLOP/s (%s)", fpt * 1e-6, peak * 1e-9, peak_src);
+    }
+
+    int *inputs = malloc(sizeof(int) * B * T), *targets = malloc(sizeof(int) * B * T);
+    double *step_ms = malloc(sizeof(double) * steps);
+    CHECK(inputs && targets && step_ms, "out of host memory");
+    float first_loss = 0, loss = 0;
+    double tokens_per_step = (double)B * T * accum * world;
+    for (int step = 0; step < steps; step++) {
+        ctx->ops->synchronize(ctx);
+        double t0 = now_seconds();
+        gpt_zero_grad(&g);
+        double loss_sum = 0;
+        for (int micro = 0; micro < accum; micro++) {
+            data_next(&dl, inputs, targets);
+            loss_sum += gpt_forward(&g, inputs, targets, B, T);
+            gpt_backward(&g, 1.0f / accum);
+        }
+        if (h && h->sync_grads) h->sync_grads(&g, h->arg);
+        double norm = grad_global_norm(&g);
+        adamw_step(&opt, &g, norm);
+        ctx->ops->synchronize(ctx);
+        double dt = now_seconds() - t0;
+        loss = (float)(loss_sum / accum);  // this rank's loss (printed by rank 0)
+        CHECK(isfinite(loss), "step %d: the loss is %f; training diverged", step + 1, loss);
+        if (step == 0) first_loss = loss;
+        step_ms[step] = dt * 1e3;
+        double tok_s = tokens_per_step / dt;
+        if (!quiet && ((step + 1) % a->log_every == 0 || step == 0 || step + 1 == steps)) {
+            char mem[256];
+            ledger_format_peaks(&ctx->ledger, mem, sizeof mem);
+            log_info("step %4d/%d | loss %.4f | norm %.3f | %8.1f ms | %9.0f tok/s | MFU %5.1f%% | "
+                     "peak %s", step + 1, steps, loss, norm, dt * 1e3, tok_s,
+                     100.0 * tok_s * fpt / peak, mem);
+        }
+    }
+
+    // Summary: medians over the steps after the warm-up.
+    int w = a->warmup < steps ? a->warmup : 0;
+    qsort(step_ms + w, steps - w, sizeof(double), cmp_double);
+    TrainResult res;
+    res.ms_per_step = step_ms[w + (steps - w) / 2];
+    res.tokens_per_s = tokens_per_step / (res.ms_per_step * 1e-3);
+    res.gflops = res.tokens_per_s * fpt * 1e-9;
+    res.mfu = res.tokens_per_s * fpt / peak;
+    res.first_loss = first_loss;
+    res.final_loss = loss;
+    if (!quiet) {
+        log_info("done: loss %.4f -> %.4f (uniform guess %.4f) | median %.1f ms/step, %.0f tok/s, "
+                 "%.2f GFLOP/s, MFU %.1f%%", first_loss, loss, log((double)cfg.vocab),
+                 res.ms_per_step, res.tokens_per_s, res.gflops, 100.0 * res.mfu);
+        ledger_print(&ctx->ledger, stdout);
+        printf("RESULT train tokens_per_s=%.1f ms_per_step=%.3f gflops=%.3f mfu=%.4f "
+               "first_loss=%.5f final_loss=%.5f ranks=%d\n", res.tokens_per_s, res.ms_per_step,
+               res.gflops, res.mfu, first_loss, loss, world);
+        fflush(stdout);
+    }
+    if (a->save_params && rank == 0) save_params(a->save_params, &g);
+
+    free(inputs); free(targets); free(step_ms);
+    adamw_free(&opt, &g);
+    gpt_free(&g);
+    data_close(&dl);
+    return res;
+}

@@ -1,0 +1,46 @@
+// trainer.h — the training loop every driver shares: build the model, then
+// step: micro-batches forward and backward, synchronise gradients (a hook: DDP
+// plugs in here), clip, AdamW. Prints loss, ms, tokens/s, MFU and peak memory
+// per category every step, and a summary.
+#pragma once
+#include <stddef.h>
+
+#include "ctx.h"
+#include "flags.h"
+#include "model.h"
+
+typedef struct {
+    const char *preset, *device, *data, *save_params;
+    int layers, width, heads, seq, vocab;  // 0 = from the preset
+    int batch, accum, steps, threads, warmup, log_every;
+    double lr, beta1, beta2, weight_decay, grad_clip, peak_tflops;
+    unsigned long long seed;
+    size_t device_mem;
+} TrainArgs;
+
+#define TRAIN_MAX_FLAGS 32
+void train_args_default(TrainArgs *a);
+// Writes the training flags into rows (room for TRAIN_MAX_FLAGS); returns how many.
+int train_flags(TrainArgs *a, Flag *rows);
+// Resolves preset + overrides into cfg, validating everything (exits 2 naming
+// the flag on bad input).
+void train_resolve(const TrainArgs *a, GPTConfig *cfg);
+
+typedef struct {
+    int rank, world;      // this rank's slice of each global batch
+    // After the backward passes of a step, before clipping and the update: DDP
+    // averages the gradients over its group here. NULL for a single process.
+    void (*sync_grads)(GPT *g, void *arg);
+    // At start-up, after the weights exist: DDP broadcasts rank 0's weights.
+    void (*sync_params)(GPT *g, void *arg);
+    void *arg;
+    const char *label;    // "1 process", "DDP over 4 ranks (ring)", ...
+} TrainHooks;
+
+typedef struct {
+    double tokens_per_s, ms_per_step, gflops, mfu;
+    float first_loss, final_loss;
+} TrainResult;
+
+// Runs the whole training on ctx's device. Only rank 0 prints.
+TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h);

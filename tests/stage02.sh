@@ -1,0 +1,49 @@
+# tests/stage02.sh — stage 02's suite, sourced by tests/run.sh (which defines
+# `run NAME COMMAND...` and $BUILD). Check names start with the prefixes that
+# 02_ddp_allreduce/exercises/parts.txt grades.
+
+# Every collective and algorithm against a serial sum, world sizes 1-8 (odd too).
+for n in 1 2 3 4 5 7 8; do
+    run "collectives-np$n" "$BUILD/tests/test_collectives" --np "$n" --timeout 30
+done
+
+# DDP: N ranks with batch B end with the weights of one process with batch N*B.
+ddp_equivalence() {
+    local n=$1 dir
+    dir=$(mktemp -d)
+    local common=(--preset tiny --steps 5 --lr 1e-3 --log-every 100 --warmup 0)
+    "$BUILD/train" "${common[@]}" --batch $((2 * n)) --save-params "$dir/one.safetensors" >"$dir/one.log" 2>&1 &&
+    "$BUILD/ddp_train" "${common[@]}" --np "$n" --batch 2 --timeout 30 \
+        --save-params "$dir/ddp.safetensors" >"$dir/ddp.log" 2>&1 &&
+    /usr/bin/python3 tests/compare_params.py "$dir/ddp.safetensors" "$dir/one.safetensors" 1e-5 \
+        "ddp.equals_single_process.np$n" ||
+        { echo "FAIL ddp.equals_single_process.np$n  a run failed:"; tail -n 3 "$dir"/*.log; }
+    rm -rf "$dir"
+}
+for n in 2 3 4; do run "ddp-np$n" ddp_equivalence "$n"; done
+
+# Faults: a rank killed mid-collective, and ranks calling with different sizes,
+# must end the job quickly with a diagnostic naming the collective (no hang).
+fault_drill() {
+    local name=$1 pattern=$2; shift 2
+    local out start elapsed rc
+    out=$(mktemp)
+    start=$(date +%s)
+    "$BUILD/tests/test_collectives" "$@" >"$out" 2>&1
+    rc=$?
+    elapsed=$(( $(date +%s) - start ))
+    if [ "$rc" -ne 0 ] && [ "$elapsed" -le 20 ] && grep -q "$pattern" "$out"; then
+        echo "PASS fault.$name  exit $rc after ${elapsed}s: $(grep -m1 "$pattern" "$out" | cut -c1-200)"
+    else
+        echo "FAIL fault.$name  exit $rc after ${elapsed}s; output: $(tail -n 4 "$out")"
+    fi
+    rm -f "$out"
+}
+run fault-kill fault_drill killed_rank_is_reported "all-reduce #3 on group world" \
+    --np 3 --kill-rank 1 --kill-at 3 --timeout 5
+run fault-kill-names-rank fault_drill launcher_names_dead_rank "rank 1 (pid [0-9]*) was killed by signal 9" \
+    --np 3 --kill-rank 1 --kill-at 3 --timeout 5
+run fault-stall fault_drill hung_rank_times_out "timeout after 2.0 s in all-reduce #1" \
+    --np 3 --stall-rank 2 --timeout 2
+run fault-mismatch fault_drill size_mismatch_is_reported "ranks disagree" \
+    --np 2 --mismatch --timeout 5
