@@ -24,7 +24,8 @@ CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 MPICC     ?= $(shell command -v mpicc 2>/dev/null)
-NVCCFLAGS ?= -O3 -std=c++17 -arch=sm_90 -lineinfo
+NVCC_OPT  ?= -O3 -lineinfo
+NVCCFLAGS ?= $(NVCC_OPT) -std=c++17 -arch=sm_90
 NVCCFLAGS += -Icommon -I$(NCCL_HOME)/include -Xcompiler -Wall,-Wextra
 
 CORE := log dtype rng ledger flags safetensors ctx ops_cpu model optim data perf \
@@ -53,7 +54,7 @@ else
 endif
 
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
-         test_gpu gpt_dump
+         test_gpu gpt_dump test_comm
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
 # Exercises. `EX=1` builds every stage against its exercise files: a stage source
@@ -127,7 +128,7 @@ demo: all
 sanitize:
 	@$(MAKE) --no-print-directory BUILD=build-san \
 	  OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
-	  NVCCFLAGS="-O1 -std=c++17 -arch=sm_90" test
+	  NVCC_OPT="-O1" test
 
 gpu-test: all
 	@BUILD=$(BUILD) bash tests/run.sh gpu

@@ -19,6 +19,9 @@
 
 #ifdef __cplusplus
 extern "C" {
+#define CHECK_NORETURN [[noreturn]]  // nvcc compiles .cu files as C++
+#else
+#define CHECK_NORETURN _Noreturn
 #endif
 
 // The rank tag printed before every log line: "[rank 3/8] ". It is the one piece of
@@ -29,7 +32,7 @@ const char *log_tag(void);
 
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-_Noreturn void die_at(const char *file, int line, const char *fmt, ...)
+CHECK_NORETURN void die_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define DIE(...) die_at(__FILE__, __LINE__, __VA_ARGS__)

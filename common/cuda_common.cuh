@@ -11,18 +11,7 @@
 #include <cublas_v2.h>
 #include <nccl.h>
 
-// check.h declares die_at with C11's _Noreturn, which C++ does not have. Give the
-// C++ compiler the same meaning through the GNU attribute both host compilers
-// accept (only while check.h is read; check.h has #pragma once).
-#if defined(__cplusplus) && !defined(_Noreturn)
-#define _Noreturn __attribute__((noreturn))
-#define CUDA_COMMON_UNDEF_NORETURN
-#endif
 #include "check.h"
-#ifdef CUDA_COMMON_UNDEF_NORETURN
-#undef _Noreturn
-#undef CUDA_COMMON_UNDEF_NORETURN
-#endif
 
 #include "ctx.h"
 

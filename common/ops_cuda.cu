@@ -18,7 +18,6 @@
 
 #define BLOCK 256                    // threads per block for elementwise and row kernels
 #define WARPS_PER_BLOCK (BLOCK / 32)
-#define FULL_MASK 0xffffffffu
 // Grid-stride loop: thread i takes elements i, i + (threads in the grid), ...
 #define GRID_STRIDE(i, n)                                                   \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
@@ -71,7 +70,7 @@ struct MaxOp {
 
 template <typename T, typename Op> __device__ T warp_reduce(T v, Op op) {
     for (int offset = 16; offset > 0; offset >>= 1)
-        v = op(v, __shfl_xor_sync(FULL_MASK, v, offset));
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));  // all 32 lanes take part
     return v;
 }
 
@@ -296,8 +295,7 @@ __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, c
 }
 
 static void cuda_layernorm_forward(Ctx *ctx, float *out, float *mean, float *rstd,
-                                   const float *inp, const float *w, const float *b, int N,
-                                   int C) {
+                                   const float *inp, const float *w, const float *b, int N, int C) {
     if (N > 0)
         layernorm_forward_kernel<<<row_grid(N), BLOCK, 0, stream(ctx)>>>(out, mean, rstd, inp, w,
                                                                          b, N, C);
@@ -329,11 +327,11 @@ __global__ void layernorm_backward_kernel(float *dinp, const float *dout, const 
 static void cuda_layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db,
                                     const float *dout, const float *inp, const float *w,
                                     const float *mean, const float *rstd, int N, int C) {
-    if (dinp && N > 0)
+    if (dinp && N > 0)  // dw, db below: sums over all N rows
         layernorm_backward_kernel<<<row_grid(N), BLOCK, 0, stream(ctx)>>>(dinp, dout, inp, w,
                                                                           mean, rstd, N, C);
     CUDA_CHECK_LAUNCH();
-    column_sums(ctx, db, dw, dout, inp, mean, rstd, N, C);  // sums over all N rows
+    column_sums(ctx, db, dw, dout, inp, mean, rstd, N, C);
 }
 
 // ---------------------------------------------------------------- attention
@@ -536,7 +534,6 @@ static void cuda_crossentropy_forward(Ctx *ctx, float *losses, const float *logi
         crossentropy_forward_kernel<<<N, CE_BLOCK, 0, stream(ctx)>>>(losses, logits, targets, V);
     CUDA_CHECK_LAUNCH();
 }
-
 static void cuda_crossentropy_backward(Ctx *ctx, float *dlogits, const float *logits,
                                        const int *targets, float dloss, int N, int V) {
     if (N > 0)
