@@ -308,9 +308,8 @@ CommRequest *comm_irecv(Comm *c, const Group *g, int peer, void *buf, size_t byt
 }
 
 void comm_wait(Comm *c, CommRequest **reqs, int n) {
-    double start = now_seconds(), next_check = start + 0.1;
+    double start = now_seconds(), last_moved = start, next_check = start + 0.1;
     int remaining = n;
-    unsigned idle = 0;
     while (remaining > 0) {
         int moved = 0;
         remaining = 0;
@@ -320,16 +319,18 @@ void comm_wait(Comm *c, CommRequest **reqs, int n) {
             if (!reqs[i]->complete) remaining++;
         }
         if (remaining == 0) break;
-        if (moved) { idle = 0; continue; }
-        // Nothing moved: back off politely (ranks may outnumber cores), and every
-        // 100 ms look at the clock and at the peers we are waiting for.
-        if (++idle < 64) continue;
-        if (idle < 256) sched_yield();
-        else {
-            struct timespec ts = {0, idle < 4096 ? 2000 : 50000};
-            nanosleep(&ts, NULL);
-        }
         double now = now_seconds();
+        if (moved) { last_moved = now; continue; }
+        // Nothing moved. Spin briefly (the peer is usually mid-copy), then yield
+        // the core (ranks may outnumber cores), and after a long silence sleep.
+        double idle = now - last_moved;
+        if (idle > 2e-3) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        } else if (idle > 20e-6) {
+            sched_yield();
+        }
+        // Every 100 ms: the clock, and the peers we are waiting for.
         if (now < next_check) continue;
         next_check = now + 0.1;
         for (int i = 0; i < n; i++) {

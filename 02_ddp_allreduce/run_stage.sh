@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# run_stage.sh — stage 02's demo, benchmark sweep and plots (`make stage-2` runs the
+# tests first, then this).
+#
+#   1. DDP demo: 4 ranks train the small GPT on the CPU.
+#   2. Sweep: every all-reduce algorithm, and MPI_Allreduce under mpirun, from 4 B to
+#      256 MiB on 2, 4 and 8 ranks; nccl-tests columns into results/02_ddp_allreduce/.
+#   3. Ring vs MPI_Allreduce at >= 16 MiB on 2 ranks, alternating, 3 rounds (the target).
+#   4. DDP tokens/s against the number of ranks.
+#   5. gnuplot: busbw vs size; the alpha-beta fit vs the measured ring; DDP scaling.
+# QUICK=1 shortens everything (fewer sizes and ranks) for a smoke run.
+set -eu
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.."
+out=results/02_ddp_allreduce
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN="mpirun --oversubscribe --bind-to none"
+have_mpi=0
+command -v mpirun >/dev/null && [ -n "$(command -v mpicc)" ] && have_mpi=1
+ranks="2 4 8"; max=256MiB; ddp_steps=30
+if [ "${QUICK:-0}" = 1 ]; then ranks="2"; max=16MiB; ddp_steps=6; fi
+
+echo "== DDP demo: 4 ranks, small preset, CPU =="
+"$BUILD/ddp_train" --np 4 --preset small --batch 4 --steps "$ddp_steps" --lr 1e-3 --log-every 5 \
+    | tee "$out/ddp_demo.log"
+
+echo "== sweep: all-reduce, 4 B .. $max =="
+for n in $ranks; do
+    for algo in naive ring rd; do
+        "$BUILD/bench_collectives" --np "$n" --algo "$algo" --max-bytes "$max" \
+            --out "$out/allreduce_${algo}_np$n.txt" >/dev/null
+        echo "  $algo np$n: $(tail -n 1 "$out/allreduce_${algo}_np$n.txt" | awk '{print $7 " GB/s busbw at " $1 " B"}')"
+    done
+    if [ "$have_mpi" = 1 ]; then
+        $MPIRUN -np "$n" "$BUILD/bench_collectives" --transport mpi --algo mpi --max-bytes "$max" \
+            --out "$out/allreduce_mpi_np$n.txt" >/dev/null
+        echo "  mpi np$n: $(tail -n 1 "$out/allreduce_mpi_np$n.txt" | awk '{print $7 " GB/s busbw at " $1 " B"}')"
+    fi
+done
+
+if [ "$have_mpi" = 1 ]; then
+    echo "== target: hand-written ring vs MPI_Allreduce, 2 ranks, >= 16 MiB, alternating =="
+    : >"$out/ring_vs_mpi.txt"
+    for round in 1 2 3; do
+        "$BUILD/bench_collectives" --np 2 --algo ring --min-bytes 16MiB --max-bytes "$max" \
+            | awk -v r=$round '!/^#/ {print "ring", r, $1, $7}' >>"$out/ring_vs_mpi.txt"
+        $MPIRUN -np 2 "$BUILD/bench_collectives" --transport mpi --algo mpi --min-bytes 16MiB \
+            --max-bytes "$max" | awk -v r=$round '!/^#/ {print "mpi", r, $1, $7}' >>"$out/ring_vs_mpi.txt"
+    done
+    # median busbw per (algorithm, size) over the rounds, then the ratio per size
+    awk '{v[$1" "$3] = v[$1" "$3] " " $4} END {for (k in v) print k, v[k]}' "$out/ring_vs_mpi.txt" |
+        while read -r algo size a b c; do
+            printf '%s %s %s\n' "$algo" "$size" "$(printf '%s\n' $a $b $c | sort -g | sed -n 2p)"
+        done | sort -k2,2n -k1,1 | awk '
+            $1 == "mpi" {m[$2] = $3} $1 == "ring" {r[$2] = $3}
+            END {printf "%12s %10s %10s %7s\n", "size (B)", "ring", "MPI", "ratio";
+                 for (s in r) if (s in m) printf "%12d %10.3f %10.3f %7.2f\n", s, r[s], m[s], r[s] / m[s]}' |
+        sort -k1,1n | tee "$out/ring_vs_mpi_summary.txt"
+fi
+
+echo "== DDP scaling: tokens/s vs ranks (small preset, batch 4 per rank) =="
+echo "# ranks tokens_per_s ms_per_step" >"$out/ddp_scaling.txt"
+for n in 1 2 4; do
+    line=$("$BUILD/ddp_train" --np "$n" --preset small --batch 4 --steps "$ddp_steps" --warmup 3 \
+           --log-every 100000 | grep '^RESULT')
+    tps=$(echo "$line" | sed 's/.*tokens_per_s=\([0-9.]*\).*/\1/')
+    ms=$(echo "$line" | sed 's/.*ms_per_step=\([0-9.]*\).*/\1/')
+    echo "$n $tps $ms" | tee -a "$out/ddp_scaling.txt"
+done
+
+if command -v gnuplot >/dev/null; then
+    gnuplot -e "dir='$out'; ranks='$ranks'; mpi=$have_mpi" 02_ddp_allreduce/plots.gp 2>"$out/fit.log" || {
+        cat "$out/fit.log"; exit 1; }
+    grep -E '^(alpha|beta|np)' "$out/alpha_beta.txt" || true
+    echo "plots: $(ls "$out"/*.png | tr '\n' ' ')"
+else
+    echo "gnuplot not found: plots skipped (scripts/install-deps.sh installs it)"
+fi
