@@ -289,12 +289,13 @@ static CommRequest *request(Comm *c, const Group *g, int peer, void *buf, size_t
     CollKind k = in_coll ? c->cur_kind : COLL_P2P;
     if (send) c->counters[k].bytes_sent += bytes; else c->counters[k].bytes_recv += bytes;
     if (send && k == COLL_P2P) c->counters[k].calls++;
-    if (c->ops->post) c->ops->post(c, r);
     return r;
 }
 
 CommRequest *comm_isend(Comm *c, const Group *g, int peer, const void *buf, size_t bytes) {
-    return request(c, g, peer, (void *)buf, bytes, 1);
+    CommRequest *r = request(c, g, peer, (void *)buf, bytes, 1);
+    if (c->ops->post) c->ops->post(c, r);
+    return r;
 }
 
 CommRequest *comm_irecv(Comm *c, const Group *g, int peer, void *buf, size_t bytes, RecvOp op,
@@ -304,6 +305,7 @@ CommRequest *comm_irecv(Comm *c, const Group *g, int peer, void *buf, size_t byt
     r->dt = dt;
     CHECK(op == RECV_COPY || bytes % dtype_size(dt) == 0, "reducing receive of %zu bytes is not a "
           "whole number of %s elements", bytes, dtype_name(dt));
+    if (c->ops->post) c->ops->post(c, r);  // after op and dt: a transport may need them
     return r;
 }
 

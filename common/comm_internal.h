@@ -74,7 +74,7 @@ void tcp_transport_init(Comm *c);    // comm_tcp.c
 // MPI as launcher: MPI_Init, world rank and size; 0 if this build has no MPI.
 int mpi_launch_init(int *rank, int *size);
 void mpi_launch_finalize(void);
-void mpi_group_comm(Comm *c, Group *g);  // sets g->mpi_comm (MPI_Comm_split); no-op without MPI
+void mpi_group_comm(Comm *c, Group *g);  // sets g->mpi_comm (MPI_Comm_create_group); no-op without MPI
 
 // Dies with the diagnostic for request r (timeout or dead peer).
 _Noreturn void comm_die_waiting(Comm *c, const CommRequest *r, const char *why);

@@ -139,6 +139,7 @@ static int mpi_progress(Comm *c, CommRequest *r) {
             MsgHeader seen = r->hdr;  // same tag, so same kind and sequence number
             seen.src = (uint32_t)r->peer;
             seen.bytes = (uint64_t)got;
+            r->done = (size_t)got;
             comm_die_mismatch(c, r, &seen);
         }
         if (m->tmp) reduce_sum_into(r->buf, m->tmp, r->bytes / dtype_size(r->dt), r->dt);

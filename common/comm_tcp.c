@@ -123,22 +123,35 @@ static int listen_on(int port, int *bound) {
     return fd;
 }
 
+// Linux quirk: connecting to a port on this machine where nobody listens can,
+// once in many retries, connect the socket to itself (its own port was picked
+// as the source port). That is "nobody there", not a connection.
+static int connected_to_self(int fd) {
+    struct sockaddr_in me, peer;
+    socklen_t lm = sizeof me, lp = sizeof peer;
+    return getsockname(fd, (struct sockaddr *)&me, &lm) == 0 &&
+           getpeername(fd, (struct sockaddr *)&peer, &lp) == 0 && me.sin_port == peer.sin_port &&
+           me.sin_addr.s_addr == peer.sin_addr.s_addr;
+}
+
 // Connects before the deadline, retrying whatever the error: the other side may
-// simply not be listening yet. -1 with errno = the last error on failure.
+// simply not be listening yet. -1 with errno = the last answer (e.g. ECONNREFUSED)
+// on failure, or ETIMEDOUT if there never was one.
 static int connect_until(const struct sockaddr_in *a, double deadline) {
+    int last = ETIMEDOUT;
     for (;;) {
         int fd = tcp_socket(), err = 0;
         if (connect(fd, (const struct sockaddr *)a, sizeof *a) != 0) err = errno;
         if (err == EINPROGRESS) {  // non-blocking: the handshake finishes later
-            err = ETIMEDOUT;
-            if (wait_fd(fd, POLLOUT, deadline)) {
-                socklen_t len = sizeof err;
-                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-            }
+            socklen_t len = sizeof err;
+            if (!wait_fd(fd, POLLOUT, deadline)) err = -1;  // cut short by us: no answer
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
         }
+        if (err == 0 && connected_to_self(fd)) err = ECONNREFUSED;
         if (err == 0) return fd;
         close(fd);
-        if (now_seconds() >= deadline) { errno = err; return -1; }
+        if (err > 0) last = err;
+        if (now_seconds() >= deadline) { errno = last; return -1; }
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

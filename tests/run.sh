@@ -53,6 +53,7 @@ core() {
         run "$t" "$BUILD/tests/test_$t"
     done
     run cli bash tests/test_cli.sh "$BUILD"
+    run transports bash tests/test_transports.sh "$BUILD"
     if "$PY" -c 'import torch' 2>/dev/null; then
         run torch bash tests/test_torch.sh "$BUILD"
     else

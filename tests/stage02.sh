@@ -7,6 +7,16 @@ for n in 1 2 3 4 5 7 8; do
     run "collectives-np$n" "$BUILD/tests/test_collectives" --np "$n" --timeout 30
 done
 
+# The same under mpirun over the MPI transport, which adds the MPI_Allreduce baseline.
+if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then
+    for n in 2 3; do
+        run "collectives-mpi-np$n" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            "LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
+            "ASAN_OPTIONS=fast_unwind_on_malloc=0" \
+            mpirun --oversubscribe -np "$n" "$BUILD/tests/test_collectives" --transport mpi --timeout 30
+    done
+fi
+
 # DDP: N ranks with batch B end with the weights of one process with batch N*B.
 ddp_equivalence() {
     local n=$1 dir
