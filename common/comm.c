@@ -69,9 +69,10 @@ static int supervise(pid_t *pids, int n, double grace) {
             if (now_seconds() > deadline) {
                 for (int i = 0; i < n; i++)
                     if (pids[i] > 0) {
-                        fprintf(stderr, "launcher: rank %d still running %.0f s after the failure; "
-                                "killing it\n", i, grace);
+                        fprintf(stderr, "launcher: rank %d still running %.0f s after another rank "
+                                "ended; killing it\n", i, grace);
                         kill(pids[i], SIGKILL);
+                        status = 1;
                     }
                 deadline = now_seconds() + 3600;  // now just reap
             }
@@ -102,6 +103,10 @@ static int supervise(pid_t *pids, int n, double grace) {
                         grace, alive, alive == 1 ? "" : "s");
                 deadline = now_seconds() + grace;
             }
+        } else if (deadline == 0 && alive > 0) {
+            // A rank finished. The others talk to it, so they must finish within the
+            // comm timeout too; one that does not is stuck outside any wait.
+            deadline = now_seconds() + grace;
         }
     }
     return status;

@@ -1,0 +1,175 @@
+// memory_model.h — where the memory of a training run goes, as formulas.
+//
+// Two halves:
+//
+//   memory_model.c  the formulas themselves (the exercise: exercises/memory_model.c has
+//                   the same functions, their bodies left to the learner): bytes per
+//                   parameter for each precision recipe and optimizer, the parameter
+//                   count of an architecture, ZeRO sharding of the model states, and
+//                   activation memory (Korthikanti et al. 2022, generalised to any
+//                   element size, with or without dropout) -- plus the exact activation
+//                   layout of this course's own GPT (common/model.c, gpt_alloc_acts).
+//
+//   memory_plan.c   everything around them: presets, recipe names, the whole per-GPU
+//                   estimate (mm_estimate), the allocation-order OOM prediction and the
+//                   search for the smallest sharding that fits.
+//
+// Units: bytes, as doubles (exact for integers below 2^53 = 9.0e15, far above any
+// per-GPU figure here); GB = 1e9 bytes as in the papers.
+#pragma once
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { ARCH_GPT = 0, ARCH_LLAMA } Arch;
+
+// A transformer, as much of it as memory depends on.
+//   ARCH_GPT:   GPT-2/3 and this course's model. Learned positions (seq x hidden),
+//               LayerNorm with bias, biases on every linear, a GELU MLP of width ffn,
+//               the LM head tied to the token embedding.
+//   ARCH_LLAMA: Llama 2. Rotary positions (no parameters), RMSNorm (weight only), no
+//               biases, a SwiGLU MLP (three ffn x hidden matrices), grouped-query
+//               attention with kv_heads key/value heads, an untied LM head.
+typedef struct {
+    Arch arch;
+    int layers;     // L
+    int hidden;     // h (C in the code)
+    int heads;      // a
+    int kv_heads;   // = heads unless grouped-query attention
+    int ffn;        // MLP width (4h for GPT)
+    int vocab;      // V
+    int seq;        // s: context length (GPT: rows of the position table) and sequence trained on
+    int dropout;    // 1: dropout after attention scores, attention output and MLP (1-byte masks)
+    double raw_params;  // > 0: only a parameter count is known (no activations can be computed)
+} ModelSpec;
+
+typedef enum {
+    RECIPE_FP32 = 0,       // fp32 weights 4, grads 4, optimizer moments in fp32: 16 B with AdamW
+    RECIPE_MIXED_BF16,     // ZeRO / Transformer Math: 2 + 2 + (fp32 master 4 + moments) = 16
+    RECIPE_MIXED_FP16,     // same bytes; fp16 needs loss scaling (stage 06), bf16 does not
+    RECIPE_MEGATRON_BF16,  // Megatron-LM: bf16 weights 2, fp32 grads 4, master+moments 12 = 18
+    RECIPE_MEGATRON_FP16,  // Megatron-LM: fp16 weights 2, fp16 grads 2, fp32 main grads 4,
+                           //   master+moments 12 = 20 (main grads counted with the optimizer)
+    RECIPE_BF16,           // pure bf16, no master copy, bf16 moments: 2 + 2 + 4 = 8
+    RECIPE_COURSE,         // this course's code: fp32 4 + 4 + 8 and gpt_alloc_acts' layout
+    RECIPE_COUNT
+} Recipe;
+
+typedef enum { OPTIM_ADAMW = 0, OPTIM_SGD_MOMENTUM, OPTIM_SGD, OPTIM_COUNT } Optim;
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
+
+typedef struct {
+    double params;     // bytes per parameter of the weights the model computes with
+    double grads;      // of the gradients
+    double optimizer;  // of the optimizer state (master copy, main grads, moments)
+} BytesPerParam;
+
+// Per-GPU model states.
+typedef struct {
+    double params, grads, optimizer;
+} ModelStates;
+
+// How the model is trained: precision, optimizer, batch and the parallel layout.
+typedef struct {
+    Recipe recipe;
+    Optim optim;
+    int micro_batch;     // b: sequences per micro-batch per GPU
+    int seq;             // s used for activations (the model's seq unless changed)
+    Recompute recompute;
+    int sp;              // sequence parallelism (needs tp > 1 to matter)
+    int dp, tp, pp;      // data, tensor, pipeline parallel degrees
+    int zero;            // ZeRO stage 0..3 over the dp ranks
+    int microbatches;    // m: micro-batches per step per pipeline (0 = pp, enough for 1F1B)
+    int gpipe;           // 1: GPipe keeps all m in flight; 0: 1F1B keeps min(p, m)
+} Setup;
+
+// ----------------------------------------------------------------- the formulas
+// (memory_model.c; exercises/memory_model.c is the starter)
+
+// Bytes per parameter of weights, gradients and optimizer state for a recipe and
+// an optimizer (AdamW: two moments; SGD with momentum: one; SGD: none).
+BytesPerParam mm_bytes_per_param(Recipe r, Optim o);
+
+// Parameters of the architecture (raw_params if given).
+double mm_param_count(const ModelSpec *m);
+
+// Per-GPU bytes of the model states for `psi` parameters held by this model-parallel
+// rank, with ZeRO stage `zero` over `dp` ranks: stage 1 shards the optimizer state,
+// 2 also the gradients, 3 also the weights. A shard is ceil(psi / dp) parameters
+// (shards are padded, so no size must divide evenly).
+ModelStates mm_model_states(double psi, BytesPerParam b, int zero, int dp);
+
+// Activation bytes saved by ONE transformer layer for ONE micro-batch on one GPU
+// (Korthikanti et al., Table 2, generalised): element size from the recipe (4 for
+// fp32, 2 otherwise), dropout masks of 1 byte when m->dropout, tensor parallel
+// degree s->tp, sequence parallelism s->sp, recompute s->recompute.
+double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s);
+
+// Activation bytes on the busiest GPU (the first pipeline stage): layers per stage
+// times the micro-batches in flight (1F1B: min(p, m), Korthikanti Eq. 5; GPipe: m),
+// plus, for full recompute, the one layer rematerialised during the backward pass,
+// plus, when pp == 1, the head (final norm and LM-head inputs, fp32 logits).
+double mm_act_bytes_model(const ModelSpec *m, const Setup *s);
+
+// The bytes this course's GPT charges to MEM_ACTIVATIONS in gpt_alloc_acts for a
+// (B, T) batch: fp32 saved tensors plus the int32 token and target ids.
+double mm_course_act_bytes(const ModelSpec *m, int B, int T);
+
+// ----------------------------------------------------------------- around them
+// (memory_plan.c)
+
+typedef struct {
+    double params;              // whole model
+    double params_per_gpu;      // the model-parallel shard before ZeRO: ceil(params/(tp*pp))
+    BytesPerParam bpp;
+    double bytes_params, bytes_grads, bytes_optimizer, bytes_activations;
+    double bytes_workspace;     // course recipe only: gradient scratch (MEM_WORKSPACE)
+    double bytes_total;         // params + grads + optimizer + activations + workspace
+    double act_per_layer;       // one layer, one micro-batch
+    int layers_per_stage, in_flight;
+} MemEstimate;
+
+MemEstimate mm_estimate(const ModelSpec *m, const Setup *s);
+
+// Pipeline bookkeeping: layers on the first stage, ceil(L / pp), and micro-batches
+// whose activations it holds at once: 1F1B min(pp, m), GPipe m (m = pp when unset).
+int mm_layers_per_stage(const ModelSpec *m, const Setup *s);
+int mm_in_flight(const Setup *s);
+
+// The course recipe's MEM_WORKSPACE (gpt_alloc_acts): gradients of the activations,
+// reused layer by layer.
+double mm_course_workspace_bytes(const ModelSpec *m, int B, int T);
+
+// In the order a framework allocates (weights, gradients, optimizer, activations),
+// the first category that does not fit in `capacity` bytes; NULL if all fit.
+const char *mm_first_oom(const MemEstimate *e, double capacity);
+
+// Smallest sharding of `gpus` GPUs that fits `capacity`: fewest model-parallel ranks
+// (tp*pp), then the lowest ZeRO stage, then TP before PP. Keeps the recipe, batch,
+// recompute and SP of `base`. Returns 0 and fills *out (and *est) when one fits.
+int mm_find_fit(const ModelSpec *m, const Setup *base, int gpus, double capacity, Setup *out,
+                MemEstimate *est);
+
+// Names, for flags and output.
+const char *mm_recipe_name(Recipe r);         // "fp32", "mixed-bf16", ...
+const char *mm_recipe_help(Recipe r);         // one line: what the bytes are
+int mm_recipe_parse(const char *s, Recipe *r);
+const char *mm_optim_name(Optim o);           // "adamw", "sgd-momentum", "sgd"
+int mm_optim_parse(const char *s, Optim *o);
+const char *mm_recompute_name(Recompute r);   // "none", "selective", "full"
+int mm_recompute_parse(const char *s, Recompute *r);
+// Activation element size of a recipe: 4 (fp32, course) or 2.
+int mm_act_elem_bytes(Recipe r);
+
+// Presets: gpt2-124m, gpt2-xl, llama2-7b, llama2-13b, llama2-70b, gpt3-175b, and the
+// course's tiny and small. 0 on success.
+int mm_preset(const char *name, ModelSpec *out);
+#define MM_PRESETS "gpt2-124m|gpt2-xl|llama2-7b|llama2-13b|llama2-70b|gpt3-175b|tiny|small"
+// Default setup: AdamW, mixed-bf16, b = 1, s = model seq, DP = TP = PP = 1, ZeRO 0.
+Setup mm_default_setup(const ModelSpec *m);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,167 @@
+// memory_plan.c — what surrounds the formulas: presets, names, the per-GPU
+// estimate, the allocation-order OOM prediction, the smallest sharding that fits.
+//
+// Nothing here is an exercise; it composes the functions of memory_model.c.
+#include <math.h>
+#include <string.h>
+
+#include "memory_model.h"
+
+// ---------------------------------------------------------------- presets
+
+int mm_preset(const char *name, ModelSpec *out) {
+    // arch, L, h, a, kv, ffn, V, s, dropout. GPT-2/3 were trained with dropout;
+    // Llama 2 and this course's model use none.
+    static const struct { const char *name; ModelSpec m; } presets[] = {
+        {"gpt2-124m", {ARCH_GPT, 12, 768, 12, 12, 3072, 50257, 1024, 1, 0}},
+        {"gpt2-xl", {ARCH_GPT, 48, 1600, 25, 25, 6400, 50257, 1024, 1, 0}},
+        {"llama2-7b", {ARCH_LLAMA, 32, 4096, 32, 32, 11008, 32000, 4096, 0, 0}},
+        {"llama2-13b", {ARCH_LLAMA, 40, 5120, 40, 40, 13824, 32000, 4096, 0, 0}},
+        {"llama2-70b", {ARCH_LLAMA, 80, 8192, 64, 8, 28672, 32000, 4096, 0, 0}},
+        {"gpt3-175b", {ARCH_GPT, 96, 12288, 96, 96, 49152, 50257, 2048, 1, 0}},
+        {"tiny", {ARCH_GPT, 2, 64, 4, 4, 256, 256, 32, 0, 0}},     // = common/model.c presets
+        {"small", {ARCH_GPT, 4, 256, 4, 4, 1024, 256, 128, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(name, presets[i].name) == 0) { *out = presets[i].m; return 0; }
+    return -1;
+}
+
+Setup mm_default_setup(const ModelSpec *m) {
+    Setup s = {.recipe = RECIPE_MIXED_BF16, .optim = OPTIM_ADAMW, .micro_batch = 1,
+               .seq = m->seq, .recompute = RECOMPUTE_NONE, .sp = 0, .dp = 1, .tp = 1, .pp = 1,
+               .zero = 0, .microbatches = 0, .gpipe = 0};
+    return s;
+}
+
+// ---------------------------------------------------------------- names
+
+static const char *const recipe_names[RECIPE_COUNT] = {
+    "fp32", "mixed-bf16", "mixed-fp16", "megatron-bf16", "megatron-fp16", "bf16", "course",
+};
+static const char *const recipe_help[RECIPE_COUNT] = {
+    "fp32 weights, fp32 grads, fp32 optimizer state",
+    "bf16 weights and grads, fp32 master weights and optimizer state (ZeRO's 2+2+K)",
+    "fp16 weights and grads, fp32 master weights and optimizer state (ZeRO's 2+2+K)",
+    "Megatron-LM: bf16 weights, fp32 grads, fp32 master weights and optimizer state",
+    "Megatron-LM: fp16 weights and grads, fp32 main grads, master weights, optimizer state",
+    "pure bf16: bf16 weights, grads and optimizer state, no fp32 master",
+    "this course's code: fp32 everything, activations as gpt_alloc_acts allocates them",
+};
+
+const char *mm_recipe_name(Recipe r) { return r < RECIPE_COUNT ? recipe_names[r] : "?"; }
+const char *mm_recipe_help(Recipe r) { return r < RECIPE_COUNT ? recipe_help[r] : "?"; }
+
+int mm_recipe_parse(const char *s, Recipe *r) {
+    for (int i = 0; i < RECIPE_COUNT; i++)
+        if (strcmp(s, recipe_names[i]) == 0) { *r = (Recipe)i; return 0; }
+    return -1;
+}
+
+static const char *const optim_names[OPTIM_COUNT] = {"adamw", "sgd-momentum", "sgd"};
+const char *mm_optim_name(Optim o) { return o < OPTIM_COUNT ? optim_names[o] : "?"; }
+int mm_optim_parse(const char *s, Optim *o) {
+    for (int i = 0; i < OPTIM_COUNT; i++)
+        if (strcmp(s, optim_names[i]) == 0) { *o = (Optim)i; return 0; }
+    return -1;
+}
+
+static const char *const recompute_names[3] = {"none", "selective", "full"};
+const char *mm_recompute_name(Recompute r) {
+    return (int)r >= 0 && r <= RECOMPUTE_FULL ? recompute_names[r] : "?";
+}
+int mm_recompute_parse(const char *s, Recompute *r) {
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, recompute_names[i]) == 0) { *r = (Recompute)i; return 0; }
+    return -1;
+}
+
+int mm_act_elem_bytes(Recipe r) { return r == RECIPE_FP32 || r == RECIPE_COURSE ? 4 : 2; }
+
+// ---------------------------------------------------------------- the estimate
+
+int mm_layers_per_stage(const ModelSpec *m, const Setup *s) {
+    int p = s->pp > 0 ? s->pp : 1;
+    return (m->layers + p - 1) / p;
+}
+
+int mm_in_flight(const Setup *s) {
+    int p = s->pp > 0 ? s->pp : 1;
+    int mb = s->microbatches > 0 ? s->microbatches : p;
+    return s->gpipe ? mb : (mb < p ? mb : p);
+}
+
+double mm_course_workspace_bytes(const ModelSpec *m, int B, int T) {
+    // dres, dln, datty (BT x C each), dqkv (BT x 3C), dbig, dbig2 (BT x 4C each),
+    // datt (B x NH x T x T): 14C floats per token plus one score matrix.
+    double BT = (double)B * T;
+    return 4.0 * (BT * 14 * m->hidden + (double)B * m->heads * T * T);
+}
+
+MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
+    MemEstimate e;
+    memset(&e, 0, sizeof e);
+    int mp = (s->tp > 0 ? s->tp : 1) * (s->pp > 0 ? s->pp : 1);
+    e.params = mm_param_count(m);
+    e.params_per_gpu = ceil(e.params / mp);
+    e.bpp = mm_bytes_per_param(s->recipe, s->optim);
+    ModelStates ms = mm_model_states(e.params_per_gpu, e.bpp, s->zero, s->dp);
+    e.bytes_params = ms.params;
+    e.bytes_grads = ms.grads;
+    e.bytes_optimizer = ms.optimizer;
+    int have_arch = !(m->raw_params > 0);
+    if (have_arch) {
+        e.act_per_layer = mm_act_bytes_per_layer(m, s);
+        e.bytes_activations = mm_act_bytes_model(m, s);
+        e.layers_per_stage = mm_layers_per_stage(m, s);
+        e.in_flight = mm_in_flight(s);
+        if (s->recipe == RECIPE_COURSE)
+            e.bytes_workspace = mm_course_workspace_bytes(m, s->micro_batch, s->seq);
+    }
+    e.bytes_total = e.bytes_params + e.bytes_grads + e.bytes_optimizer + e.bytes_activations +
+                    e.bytes_workspace;
+    return e;
+}
+
+const char *mm_first_oom(const MemEstimate *e, double capacity) {
+    const char *names[] = {"params", "grads", "optimizer", "activations", "workspace"};
+    double parts[] = {e->bytes_params, e->bytes_grads, e->bytes_optimizer, e->bytes_activations,
+                      e->bytes_workspace};
+    double held = 0;
+    for (int i = 0; i < 5; i++) {
+        held += parts[i];
+        if (held > capacity) return names[i];
+    }
+    return NULL;
+}
+
+int mm_find_fit(const ModelSpec *m, const Setup *base, int gpus, double capacity, Setup *out,
+                MemEstimate *est) {
+    int have_arch = !(m->raw_params > 0);
+    for (int mp = 1; mp <= gpus; mp++) {
+        if (gpus % mp) continue;
+        if (base->recipe == RECIPE_COURSE && mp > 1) break;  // this code has no TP/PP yet
+        for (int zero = 0; zero <= 3; zero++) {
+            // TP before PP: the largest tensor-parallel degree (at most 8, one node)
+            // that divides mp and the heads.
+            for (int tp = 8; tp >= 1; tp /= 2) {
+                if (mp % tp) continue;
+                if (have_arch && (m->heads % tp || m->kv_heads % tp)) continue;
+                int pp = mp / tp;
+                if (have_arch && pp > m->layers) continue;
+                Setup s = *base;
+                s.tp = tp;
+                s.pp = pp;
+                s.dp = gpus / mp;
+                s.zero = zero;
+                MemEstimate e = mm_estimate(m, &s);
+                if (e.bytes_total <= capacity) {
+                    *out = s;
+                    if (est) *est = e;
+                    return 0;
+                }
+            }
+        }
+    }
+    return -1;
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# test_memcalc.sh — stage 01 end to end: build/memcalc's command line (bad input is
+# refused naming the flag; --json carries the keys other tools read), a few published
+# figures through the command line, and the OOM at step zero of build/train on a
+# simulated device, predicted by memcalc.
+#
+# Check names: cli01.* and oom.* test code that is not an exercise (they pass on the
+# starters too and are not scored); bpp., zero., act., measured. belong to the parts
+# of 01_memory_wall/exercises/parts.txt and fail on the pristine starters.
+set -u
+BUILD=${1:-build}
+MC="$BUILD/memcalc"
+TRAIN="$BUILD/train"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# expect_fail NAME PATTERN ARGS...: memcalc must exit 2 and name PATTERN on stderr.
+expect_fail() {
+    local name=$1 pattern=$2; shift 2
+    "$MC" "$@" >"$dir/out" 2>"$dir/err"
+    local rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "$pattern" "$dir/err"; then
+        echo "PASS cli01.rejects.$name  $(head -n1 "$dir/err")"
+    else
+        echo "FAIL cli01.rejects.$name  exit $rc (want 2), stderr: $(head -c 300 "$dir/err")"
+    fi
+}
+expect_fail negative_layers      "--layers"   --layers -3
+expect_fail negative_batch       "--micro-batch" --micro-batch -1
+expect_fail heads_not_dividing   "--heads 5 does not divide --hidden 768" --heads 5
+expect_fail tp_not_dividing      "--tp 5 does not divide --heads 12" --tp 5
+expect_fail kv_not_dividing      "--kv-heads 5 does not divide --heads 32" --preset llama2-7b --kv-heads 5
+expect_fail zero_stage_4         "--zero"     --zero 4
+expect_fail unknown_preset       "--preset"   --preset gpt5
+expect_fail unknown_recipe       "--recipe"   --recipe fp8
+expect_fail pp_exceeds_layers    "--pp 13 exceeds --layers 12" --pp 13
+expect_fail course_with_tp       "--recipe course" --preset small --recipe course --tp 2
+expect_fail course_llama         "--recipe course" --preset llama2-7b --recipe course
+expect_fail bad_device_mem       "--device-mem" --device-mem 80XB
+expect_fail unknown_flag         "--tpp"      --tpp 2
+expect_fail sweep_without_arch   "--sweep"    --params 1e9 --sweep seq
+
+"$MC" --help >"$dir/help" 2>&1 && grep -q -- "--zero" "$dir/help" \
+    && echo "PASS cli01.help  lists the flags" || echo "FAIL cli01.help"
+
+# json FILE KEY: the number (or word) after "KEY": in memcalc's one-line JSON (top level:
+# the nested "fit" object is dropped first).
+json() { sed -e 's/"fit": {[^}]*}/"fit": {}/' "$1" | sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" | tr -d '"'; }
+
+"$MC" --preset gpt2-124m --json >"$dir/j" 2>&1
+missing=""
+for k in params bytes_params bytes_grads bytes_optimizer bytes_activations bytes_total fits; do
+    [ -n "$(json "$dir/j" "$k")" ] || missing="$missing $k"
+done
+[ -z "$missing" ] && echo "PASS cli01.json_keys  $(head -c 160 "$dir/j")..." \
+    || echo "FAIL cli01.json_keys  missing:$missing in $(head -c 300 "$dir/j")"
+
+# 70B x 16 B = 1120 GB of model states (exact; no architecture, so no activations).
+"$MC" --params 70e9 --recipe mixed-bf16 --json >"$dir/j" 2>&1
+t=$(json "$dir/j" bytes_total)
+[ "$t" = "1120000000000" ] && [ "$(json "$dir/j" bytes_optimizer)" = "840000000000" ] \
+    && echo "PASS bpp.cli_70b_1120GB  bytes_total $t, optimizer $(json "$dir/j" bytes_optimizer)" \
+    || echo "FAIL bpp.cli_70b_1120GB  bytes_total '$t' (want 1120000000000)"
+
+# ZeRO Figure 1's last bar: 7.5B, ZeRO-3 over 64 GPUs = 16 x 7.5e9 / 64 = 1.875 GB exactly.
+"$MC" --params 7.5e9 --zero 3 --dp 64 --json >"$dir/j" 2>&1
+t=$(json "$dir/j" bytes_total)
+[ "$t" = "1875000000" ] && echo "PASS zero.cli_figure1_zero3  bytes_total $t" \
+    || echo "FAIL zero.cli_figure1_zero3  bytes_total '$t' (want 1875000000)"
+
+# The smallest sharding: 70B of model states (1120 GB) on 80 GB cards. On 16 GPUs plain
+# ZeRO-3 gives 70 GB each; on 8 GPUs no sharding brings 1120 GB under 8 x 80 = 640 GB.
+"$MC" --params 70e9 --gpus 16 --json >"$dir/j" 2>&1
+fit=$(sed -n 's/.*"fit": \({[^}]*}\).*/\1/p' "$dir/j")
+[ "$fit" = '{"dp": 16, "tp": 1, "pp": 1, "zero": 3, "bytes_total": 70000000000}' ] \
+    && echo "PASS zero.cli_smallest_sharding_16gpus  $fit" \
+    || echo "FAIL zero.cli_smallest_sharding_16gpus  '$fit' (want DP 16, ZeRO-3, 70 GB)"
+"$MC" --params 70e9 --gpus 8 --json >"$dir/j" 2>&1
+fit=$(json "$dir/j" fit)
+[ "$fit" = "null" ] && echo "PASS zero.cli_nothing_fits_8gpus  fit null" \
+    || echo "FAIL zero.cli_nothing_fits_8gpus  fit '$fit' (want null: 1120 GB > 640 GB)"
+
+# Korthikanti's test vector through the command line: GPT-3, TP 8 + SP + selective
+# recompute = sbh x 34/8 = 106,954,752 bytes per layer.
+"$MC" --preset gpt3-175b --tp 8 --sp --recompute selective --json >"$dir/j" 2>&1
+t=$(json "$dir/j" bytes_act_per_layer)
+[ "$t" = "106954752" ] && echo "PASS act.cli_gpt3_tp8_sp_selective  $t B per layer" \
+    || echo "FAIL act.cli_gpt3_tp8_sp_selective  '$t' (want 106954752)"
+
+# ---------------------------------------------------------------- the OOM at step zero
+# The 70B on one 8-GPU node, scaled by 1e-4: 70B -> a 7.02M-parameter GPT, 640 GB -> 64 MB.
+# Weights and grads (28 MB each) fit, AdamW's moments do not: the run dies in adamw_init,
+# before the first forward pass. memcalc predicts the same category.
+OOM_MODEL=(--layers 10 --seq 64 --vocab 256 --heads 4)
+"$MC" --preset small --hidden 240 "${OOM_MODEL[@]}" --recipe course --device-mem 64MB --json \
+    >"$dir/j" 2>&1
+first=$(json "$dir/j" first_oom)
+[ "$first" = "optimizer" ] && [ "$(json "$dir/j" bytes_params)" = "28081920" ] \
+    && echo "PASS measured.memcalc_predicts_oom_in_optimizer  first_oom $first, params $(json "$dir/j" bytes_params) B" \
+    || echo "FAIL measured.memcalc_predicts_oom_in_optimizer  first_oom '$first' (want optimizer), params '$(json "$dir/j" bytes_params)' (want 28081920)"
+
+"$TRAIN" --width 240 "${OOM_MODEL[@]}" --device-mem 64MB --steps 1 >"$dir/out" 2>"$dir/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "out of memory on cpu: cannot allocate 28.08 MB for optimizer (held 56.16 MB: params 28.08 MB, grads 28.08 MB; allowed 64.00 MB)" "$dir/err"; then
+    echo "PASS oom.fails_in_optimizer_construction  $(head -n1 "$dir/err")"
+else
+    echo "FAIL oom.fails_in_optimizer_construction  exit $rc, stderr: $(head -c 300 "$dir/err")"
+fi
+if grep -q "step " "$dir/out" "$dir/err"; then echo "FAIL oom.no_step_ran  a step was printed"
+else echo "PASS oom.no_step_ran  no step line before the failure"; fi
+# The same model on one card scaled the same way (80 GB -> 8 MB): not even the weights load.
+"$TRAIN" --width 240 "${OOM_MODEL[@]}" --device-mem 8MB --steps 1 >"$dir/out" 2>"$dir/err"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "cannot allocate 28.08 MB for params" "$dir/err" \
+    && echo "PASS oom.one_card_fails_at_weights  $(head -n1 "$dir/err")" \
+    || echo "FAIL oom.one_card_fails_at_weights  exit $rc, stderr: $(head -c 300 "$dir/err")"
+exit 0
