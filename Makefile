@@ -43,13 +43,13 @@ else
 endif
 
 ifneq ($(NVCC),)
-  CORE_OBJS += $(BUILD)/common/ops_cuda.o
+  CORE_OBJS += $(BUILD)/common/ops_cuda.o $(BUILD)/common/comm_cuda.o
   LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 \
                -Wl,-rpath,$(NCCL_HOME)/lib -lcublas -lcudart -lnccl -lstdc++
   CFLAGS    += -I$(CUDA_HOME)/include
   HAVE_CUDA := yes
 else
-  CORE_OBJS += $(BUILD)/common/ops_cuda_absent.o
+  CORE_OBJS += $(BUILD)/common/ops_cuda_absent.o $(BUILD)/common/comm_cuda_absent.o
   HAVE_CUDA := no
 endif
 
@@ -73,7 +73,7 @@ include $(wildcard [0-9][0-9]_*/stage.mk)
 # Keep the object files of the test programs between builds.
 .SECONDARY:
 
-.PHONY: all test check sanitize gpu-test bench-core demo clean report-build grade-check
+.PHONY: all test check sanitize gpu-test bench-core demo clean report-build grade-check report
 all: report-build $(BINS)
 
 report-build:
@@ -90,6 +90,10 @@ $(BUILD)/common/comm_mpi.o: common/comm_mpi.c common/*.h
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
 $(BUILD)/common/ops_cuda.o: common/ops_cuda.cu common/*.h common/*.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/common/comm_cuda.o: common/comm_cuda.cu common/*.h common/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -135,6 +139,10 @@ gpu-test: all
 
 bench-core: all
 	@BUILD=$(BUILD) bash scripts/bench_core.sh
+
+# Every stage's tables and figures in one markdown file (run the stages first).
+report:
+	@bash scripts/report.sh
 
 clean:
 	rm -rf build build-san build-ex
