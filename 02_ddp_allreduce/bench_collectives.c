@@ -9,6 +9,22 @@
 //
 //   build/bench_collectives --np 2 --op allreduce --algo ring --max-bytes 256M
 //   mpirun -np 2 build/bench_collectives --transport mpi --algo mpi
+//   build/bench_collectives --np 4 --device cuda --algo ring   # 4 ranks, GPU buffers, CUDA IPC
+//   build/bench_collectives --np 8 --device cuda --algo nccl   # one GPU per rank (8 GPUs)
+//
+// With --device cuda the buffers live on the GPU and the collectives are
+// comm_cuda.h's: --algo ring is our ring over CUDA IPC (ranks sharing a GPU, or
+// the GPUs of one machine), --algo nccl is NCCL (one GPU per rank; ranks that
+// share a GPU fall back to the IPC ring, and the header says so). Rank 0 first
+// measures its GPU's copy bandwidth (cudaMemcpy device to device, bytes read +
+// written), and an extra column gives busbw as a fraction of it: on one GPU
+// shared by N ranks, that memory is the only "link" there is. Expect a small
+// fraction: it carries every rank's traffic at once. Per rank and per shard of
+// n/N bytes, a reduce-scatter step of the IPC ring reads two shards and writes
+// one (3 n/N of memory traffic) and an all-gather step copies a shard in and on
+// to the outbox (4 n/N); N ranks times N-1 steps of each make about 7(N-1) n
+// for an all-reduce of n bytes, so busbw = 2(N-1)/N n / time can reach at most
+// about 2/(7N) of the copy bandwidth (0.07 for 4 ranks).
 //
 // Time: every rank times `iters` back-to-back calls after warm-up; the reported
 // time is the slowest rank's mean (a collective is done when its last rank is).
@@ -21,35 +37,57 @@
 
 #include "check.h"
 #include "collectives.h"
+#include "comm_cuda.h"
 #include "flags.h"
+#include "ops.h"
 #include "timer.h"
 
 enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST };
 
-static void run(Comm *c, Group *g, int op, void *buf, size_t n, DType dt, Algo a) {
-    switch (op) {
-        case OP_ALLREDUCE: allreduce(c, g, buf, n, dt, a); break;
-        case OP_REDUCE_SCATTER: reduce_scatter(c, g, buf, n, dt, a); break;
-        case OP_ALL_GATHER: all_gather(c, g, buf, n, dt, a); break;
-        default: broadcast(c, g, buf, n, dt, 0, a); break;
+// What is measured: a host collective (collectives.h) with algorithm `a`, or,
+// when gpu is set, a GPU collective (comm_cuda.h) on device buffers of ctx.
+typedef struct {
+    Comm *c;
+    Group *g;
+    Algo a;
+    GpuComm *gpu;
+    Ctx *ctx;
+} Target;
+
+static void run(const Target *t, int op, void *buf, size_t n, DType dt) {
+    if (t->gpu) switch (op) {
+        case OP_ALLREDUCE: gpu_allreduce(t->gpu, buf, n, dt); break;
+        case OP_REDUCE_SCATTER: gpu_reduce_scatter(t->gpu, buf, n, dt); break;
+        case OP_ALL_GATHER: gpu_all_gather(t->gpu, buf, n, dt); break;
+        default: gpu_broadcast(t->gpu, buf, n, dt, 0); break;
+    }
+    else switch (op) {
+        case OP_ALLREDUCE: allreduce(t->c, t->g, buf, n, dt, t->a); break;
+        case OP_REDUCE_SCATTER: reduce_scatter(t->c, t->g, buf, n, dt, t->a); break;
+        case OP_ALL_GATHER: all_gather(t->c, t->g, buf, n, dt, t->a); break;
+        default: broadcast(t->c, t->g, buf, n, dt, 0, t->a); break;
     }
 }
 
 static float val(int rank, size_t i) { return (float)((int)((i * 5 + rank * 3) % 11) - 5); }
 
 // One run on integer data (exact in fp32 and bf16); returns the wrong elements.
-static long check(Comm *c, Group *g, int op, void *buf, size_t n, DType dt, Algo a) {
-    int p = g->size, r = g->rank;
+// host is where the data are written and checked: buf itself for host buffers,
+// a host copy uploaded before and downloaded after the run for GPU buffers.
+static long check(const Target *t, int op, void *buf, void *host, size_t n, DType dt) {
+    int p = t->g->size, r = t->g->rank;
     for (size_t i = 0; i < n; i++) {
-        if (dt == DT_F32) ((float *)buf)[i] = val(r, i);
-        else ((uint16_t *)buf)[i] = f32_to_bf16(val(r, i));
+        if (dt == DT_F32) ((float *)host)[i] = val(r, i);
+        else ((uint16_t *)host)[i] = f32_to_bf16(val(r, i));
     }
-    run(c, g, op, buf, n, dt, a);
+    if (t->gpu) t->ctx->ops->to_device(t->ctx, buf, host, n * dtype_size(dt));
+    run(t, op, buf, n, dt);
+    if (t->gpu) t->ctx->ops->to_host(t->ctx, host, buf, n * dtype_size(dt));
     size_t lo, hi;
     shard_range(n, p, r, &lo, &hi);
     long wrong = 0;
     for (size_t i = 0; i < n; i++) {
-        float want = 0, got = dt == DT_F32 ? ((float *)buf)[i] : bf16_to_f32(((uint16_t *)buf)[i]);
+        float want = 0, got = dt == DT_F32 ? ((float *)host)[i] : bf16_to_f32(((uint16_t *)host)[i]);
         if (op == OP_ALLREDUCE || op == OP_REDUCE_SCATTER) {
             if (op == OP_REDUCE_SCATTER && (i < lo || i >= hi)) continue;
             for (int q = 0; q < p; q++) want += val(q, i);
@@ -73,11 +111,14 @@ int main(int argc, char **argv) {
     double timeout = 120;
     size_t min_bytes = 4, max_bytes = (size_t)1 << 28;
     const char *op_s = "allreduce", *algo_s = "ring", *dtype_s = "fp32", *transport = "shm";
-    const char *out_path = NULL;
+    const char *out_path = NULL, *device_s = "cpu";
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
         F_CHOICE("--op", &op_s, "allreduce|reduce_scatter|all_gather|broadcast", "the collective"),
-        F_CHOICE("--algo", &algo_s, "naive|ring|rd|mpi", "the algorithm (mpi: under mpirun)"),
+        F_CHOICE("--algo", &algo_s, "naive|ring|rd|mpi|nccl", "the algorithm (mpi: under mpirun; "
+                 "nccl: --device cuda)"),
+        F_CHOICE("--device", &device_s, "cpu|cuda", "where the buffers live (cuda: --algo ring is "
+                 "our ring over CUDA IPC, --algo nccl is NCCL)"),
         F_CHOICE("--dtype", &dtype_s, "fp32|bf16", "element type"),
         F_BYTES("--min-bytes", &min_bytes, 4, 1e12, "smallest size"),
         F_BYTES("--max-bytes", &max_bytes, 4, 1e12, "largest size"),
@@ -96,11 +137,27 @@ int main(int argc, char **argv) {
     algo_parse(algo_s, &algo);
     DType dt;
     dtype_parse(dtype_s, &dt);
+    Device dev;
+    device_parse(device_s, &dev);
+    if (dev == DEV_CPU && algo == ALGO_NCCL) flags_fail("--algo nccl needs --device cuda");
+    if (dev == DEV_CUDA && algo != ALGO_RING && algo != ALGO_NCCL)
+        flags_fail("--device cuda: --algo is ring (our ring over CUDA IPC) or nccl, not %s", algo_s);
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
     Comm *c = comm_launch(&cc);
     Group *g = (Group *)comm_world(c);
     int p = g->size, r = g->rank;
+    Ctx ctx;
+    Target t = {.c = c, .g = g, .a = algo, .gpu = NULL, .ctx = &ctx};
+    double copy_bw = 0;
+    const size_t copy_bytes = (size_t)256 << 20;  // far beyond any L2 cache
+    if (dev == DEV_CUDA) {  // CUDA only now, in each rank: it does not survive fork
+        ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), 1, 0);
+        t.gpu = gpu_comm_new(c, g, &ctx, algo == ALGO_NCCL ? GPU_NCCL : GPU_IPC);
+        // Rank 0 alone: ranks sharing its GPU would compete for the bandwidth measured.
+        if (r == 0) copy_bw = gpu_copy_bandwidth(&ctx, copy_bytes);
+        comm_barrier(c, g);
+    }
     size_t es = dtype_size(dt);
     double bus = op == OP_ALLREDUCE ? 2.0 * (p - 1) / p
                : op == OP_BROADCAST ? 1.0 : (double)(p - 1) / p;
@@ -109,29 +166,52 @@ int main(int argc, char **argv) {
         out = fopen(out_path, "w");
         CHECK(out, "--out %s: cannot open for writing", out_path);
     }
-    char head[512];
-    snprintf(head, sizeof head,
-             "# %s, algorithm %s, %d ranks, transport %s, in place\n"
-             "#%12s %12s %6s %6s %11s %8s %8s %7s\n#%12s %12s %6s %6s %11s %8s %8s %7s\n",
-             op_s, algo_s, p, transport_name(comm_transport(c)), "size", "count", "type", "redop",
-             "time", "algbw", "busbw", "#wrong", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
-             "(GB/s)", "");
+    char head[1024];
+    if (!t.gpu) {
+        snprintf(head, sizeof head,
+                 "# %s, algorithm %s, %d ranks, transport %s, in place\n"
+                 "#%12s %12s %6s %6s %11s %8s %8s %7s\n#%12s %12s %6s %6s %11s %8s %8s %7s\n",
+                 op_s, algo_s, p, transport_name(comm_transport(c)), "size", "count", "type",
+                 "redop", "time", "algbw", "busbw", "#wrong", "(B)", "(elements)", "", "", "(us)",
+                 "(GB/s)", "(GB/s)", "");
+    } else {
+        // The algorithm actually used: NCCL asked for by ranks sharing a GPU is the
+        // IPC ring; the IPC broadcast is direct (everyone copies from the root).
+        const char *used = gpu_comm_algo(t.gpu) == GPU_NCCL ? "nccl"
+                         : op == OP_BROADCAST               ? "direct-ipc"
+                                                            : "ring-ipc";
+        snprintf(head, sizeof head,
+                 "# %s, algorithm %s, %d ranks, transport %s, in place, GPU buffers: %s\n"
+                 "# device copy bandwidth %.1f GB/s (rank 0's GPU: cudaMemcpy device to device of "
+                 "%zu MiB, bytes read + written); busbw/copy = busbw as a fraction of it\n"
+                 "#%12s %12s %6s %6s %11s %8s %8s %7s %10s\n"
+                 "#%12s %12s %6s %6s %11s %8s %8s %7s %10s\n",
+                 op_s, used, p, transport_name(comm_transport(c)), gpu_comm_describe(t.gpu),
+                 copy_bw, copy_bytes >> 20, "size", "count", "type", "redop", "time", "algbw",
+                 "busbw", "#wrong", "busbw/", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+                 "(GB/s)", "", "copy");
+    }
     if (r == 0) { fputs(head, stdout); if (out) fputs(head, out); }
 
-    void *buf = calloc(max_bytes / es + p, es);
-    CHECK(buf, "out of memory for a %zu-byte buffer", max_bytes);
+    // host: where check() writes and reads; the timed buffer itself on a GPU.
+    void *host = calloc(max_bytes / es + p, es);
+    CHECK(host, "out of memory for a %zu-byte buffer", max_bytes);
+    void *buf = t.gpu ? mem_alloc(&ctx, MEM_WORKSPACE, (max_bytes / es + p) * es) : host;
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
         size_t n = bytes / es;
         // The same iteration count on every rank: ~0.1-0.3 s per size.
         int iters = (int)(2e7 / (bytes > 20000 ? bytes : 20000));
         iters = iters < 2 ? 2 : iters > 200 ? 200 : iters;
-        memset(buf, 0, n * es);
-        for (int i = 0; i < 2; i++) run(c, g, op, buf, n, dt, algo);  // warm-up
+        // A GPU collective returns when its result is complete, so the host clock
+        // times it whole.
+        if (t.gpu) ctx.ops->memset0(&ctx, buf, n * es);
+        else memset(buf, 0, n * es);
+        for (int i = 0; i < 2; i++) run(&t, op, buf, n, dt);  // warm-up
         comm_barrier(c, g);
         double t0 = now_seconds();
-        for (int i = 0; i < iters; i++) run(c, g, op, buf, n, dt, algo);
+        for (int i = 0; i < iters; i++) run(&t, op, buf, n, dt);
         double mine[2] = {(now_seconds() - t0) / iters, 0};
-        mine[1] = (double)check(c, g, op, buf, n, dt, algo);
+        mine[1] = (double)check(&t, op, buf, host, n, dt);
         // Slowest rank's time and total #wrong, gathered point to point on rank 0.
         if (r == 0) {
             double worst = mine[0], wrong = mine[1], other[2];
@@ -142,8 +222,11 @@ int main(int argc, char **argv) {
             }
             double algbw = bytes / worst * 1e-9;
             char line[256];
-            snprintf(line, sizeof line, " %12zu %12zu %6s %6s %11.2f %8.3f %8.3f %7.0f\n",
-                     n * es, n, dtype_name(dt), "sum", worst * 1e6, algbw, algbw * bus, wrong);
+            int len = snprintf(line, sizeof line, " %12zu %12zu %6s %6s %11.2f %8.3f %8.3f %7.0f",
+                               n * es, n, dtype_name(dt), "sum", worst * 1e6, algbw, algbw * bus,
+                               wrong);
+            if (t.gpu) snprintf(line + len, sizeof line - len, " %10.3f\n", algbw * bus / copy_bw);
+            else snprintf(line + len, sizeof line - len, "\n");
             fputs(line, stdout);
             fflush(stdout);
             if (out) fputs(line, out);
@@ -152,7 +235,12 @@ int main(int argc, char **argv) {
         }
     }
     if (out) fclose(out);
-    free(buf);
+    if (t.gpu) {
+        mem_free(&ctx, MEM_WORKSPACE, buf, (max_bytes / es + p) * es);
+        gpu_comm_free(t.gpu);  // collective: every rank gets here
+        ctx_destroy(&ctx);
+    }
+    free(host);
     comm_finalize(c);
     return 0;
 }

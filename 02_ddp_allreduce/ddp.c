@@ -16,6 +16,7 @@ void ddp_init(DDP *d, Comm *c, Group *g, Algo algo) {
     d->group = g;
     d->algo = algo;
     d->staging = NULL;
+    d->gpu = NULL;
 }
 
 void ddp_free(DDP *d, GPT *g) {
@@ -27,8 +28,7 @@ void ddp_free(DDP *d, GPT *g) {
 }
 
 // The host buffer the collectives work on: the gradients themselves on the CPU;
-// on a GPU, a host copy (the transports here move host memory; stage 02's GPU
-// path replaces this with CUDA IPC or NCCL).
+// on a GPU without a GpuComm, a host copy (the host transports move host memory).
 static float *host_view(DDP *d, GPT *g, float *dev, int to_host) {
     Ctx *ctx = g->ctx;
     if (ctx->device == DEV_CPU) return dev;
@@ -47,15 +47,28 @@ static void back_to_device(DDP *d, GPT *g, float *dev) {
         g->ctx->ops->to_device(g->ctx, dev, d->staging, g->n_params * sizeof(float));
 }
 
+// With a GpuComm the buffers never leave the GPU: NCCL, or our ring over CUDA
+// IPC (comm_cuda.h), works on the device pointers directly. That saves two PCIe
+// copies of the whole model per step, and the host memory to hold them.
+static int on_gpu(const DDP *d, const GPT *g) { return d->gpu && g->ctx->device == DEV_CUDA; }
+
 void ddp_broadcast_params(DDP *d, GPT *g) {
+    if (on_gpu(d, g)) {
+        gpu_broadcast(d->gpu, g->params, g->n_params, DT_F32, 0);
+        return;
+    }
     float *p = host_view(d, g, g->params, 1);
     broadcast(d->comm, d->group, p, g->n_params, DT_F32, 0, d->algo == ALGO_MPI ? ALGO_MPI : ALGO_RD);
     back_to_device(d, g, g->params);
 }
 
 void ddp_sync_grads(DDP *d, GPT *g) {
-    float *grads = host_view(d, g, g->grads, 1);
-    allreduce(d->comm, d->group, grads, g->n_params, DT_F32, d->algo);
-    back_to_device(d, g, g->grads);
+    if (on_gpu(d, g)) {
+        gpu_allreduce(d->gpu, g->grads, g->n_params, DT_F32);
+    } else {
+        float *grads = host_view(d, g, g->grads, 1);
+        allreduce(d->comm, d->group, grads, g->n_params, DT_F32, d->algo);
+        back_to_device(d, g, g->grads);
+    }
     g->ctx->ops->scale(g->ctx, g->grads, 1.0f / d->group->size, g->n_params);
 }

@@ -2,13 +2,18 @@
 // slice of the global batch, and averages the gradients before the update.
 #pragma once
 #include "collectives.h"
+#include "comm_cuda.h"
 #include "model.h"
 
 typedef struct {
     Comm *comm;
     Group *group;       // the data-parallel group
-    Algo algo;          // which all-reduce
+    Algo algo;          // which all-reduce (host buffers)
     float *staging;     // host copy of the gradients when they live on a GPU
+    // Set by the caller after ddp_init when the model is on a GPU and the
+    // gradients should move GPU to GPU (NCCL or CUDA IPC, comm_cuda.h) instead of
+    // through `staging`. NULL: host collectives with `algo`. Owned by the caller.
+    GpuComm *gpu;
 } DDP;
 
 void ddp_init(DDP *d, Comm *c, Group *g, Algo algo);

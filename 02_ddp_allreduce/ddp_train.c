@@ -3,10 +3,20 @@
 //   build/ddp_train --np 4 --preset small --steps 50           # 4 processes, shm
 //   mpirun -np 4 build/ddp_train --transport mpi --algo mpi    # MPI's all-reduce
 //   RANK=.. WORLD_SIZE=.. MASTER_ADDR=.. MASTER_PORT=.. build/ddp_train   # torchrun style
+//   build/ddp_train --np 4 --device cuda          # 4 ranks; GPUs round-robin, grads GPU to GPU
 //
 // Each rank trains on its own --batch sequences; the global batch is np x batch.
 // The loop is common/trainer.c; DDP adds two hooks (ddp.c).
+//
+// With --device cuda each rank takes GPU (LOCAL_RANK or rank) mod (GPUs), and
+// the gradients move between GPUs without touching the host (--gpu-comm): NCCL
+// when every rank has a GPU of its own, our ring over CUDA IPC when ranks share
+// one (NCCL refuses that). --gpu-comm host copies them to host memory instead
+// and all-reduces there with --algo, as on the CPU.
+#include <string.h>
+
 #include "check.h"
+#include "comm_cuda.h"
 #include "ddp.h"
 #include "trainer.h"
 
@@ -18,14 +28,17 @@ int main(int argc, char **argv) {
     train_args_default(&a);
     int np = 1;
     double timeout = 60;
-    const char *algo = "ring", *transport = "shm";
-    Flag flags[TRAIN_MAX_FLAGS + 4];
+    const char *algo = "ring", *transport = "shm", *gpu_comm = "auto";
+    Flag flags[TRAIN_MAX_FLAGS + 5];
     int nf = train_flags(&a, flags);
     Flag extra[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
         F_CHOICE("--algo", &algo, "naive|ring|rd|mpi", "the gradient all-reduce"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
+        F_CHOICE("--gpu-comm", &gpu_comm, "auto|nccl|ipc|host", "with --device cuda, how gradients "
+                 "move: auto = NCCL if every rank has its own GPU, else CUDA IPC; host = via host "
+                 "memory with --algo"),
     };
     for (int i = 0; i < FLAG_COUNT(extra); i++) flags[nf++] = extra[i];
     flags_parse(flags, nf, argc, argv, "ddp_train [flags]",
@@ -34,21 +47,37 @@ int main(int argc, char **argv) {
     train_resolve(&a, &cfg);
     Device dev;
     device_parse(a.device, &dev);
+    if (dev == DEV_CPU && flag_given(flags, nf, "--gpu-comm"))
+        flags_fail("--gpu-comm %s needs --device cuda", gpu_comm);
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
     Comm *c = comm_launch(&cc);  // from here on, this is one rank of many
 
+    // CUDA is touched only now, in each rank: it does not survive the launcher's fork.
     Ctx ctx;
-    ctx_init(&ctx, dev, a.threads, a.device_mem);
+    if (dev == DEV_CUDA) ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), a.threads, a.device_mem);
+    else ctx_init(&ctx, dev, a.threads, a.device_mem);
     ctx.rank = comm_rank(c);
     ctx.world = comm_size(c);
     DDP d;
     Algo al;
     algo_parse(algo, &al);
-    ddp_init(&d, c, (Group *)comm_world(c), al);
-    char label[96];
-    snprintf(label, sizeof label, "DDP over %d rank%s (%s all-reduce, %s)", ctx.world,
-             ctx.world == 1 ? "" : "s", algo_name(al), transport_name(comm_transport(c)));
+    Group *world = (Group *)comm_world(c);
+    ddp_init(&d, c, world, al);
+    GpuComm *gc = NULL;
+    if (dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
+        gc = gpu_comm_new(c, world, &ctx, strcmp(gpu_comm, "nccl") == 0  ? GPU_NCCL
+                                          : strcmp(gpu_comm, "ipc") == 0 ? GPU_IPC
+                                                                         : GPU_AUTO);
+    d.gpu = gc;  // after ddp_init (the exercise version of ddp_init leaves the field alone)
+    char label[256];
+    if (gc)
+        snprintf(label, sizeof label, "DDP over %d rank%s (all-reduce GPU to GPU: %s)", ctx.world,
+                 ctx.world == 1 ? "" : "s", gpu_comm_describe(gc));
+    else
+        snprintf(label, sizeof label, "DDP over %d rank%s (%s all-reduce, %s%s)", ctx.world,
+                 ctx.world == 1 ? "" : "s", algo_name(al), transport_name(comm_transport(c)),
+                 dev == DEV_CUDA ? ", gradients staged through host memory" : "");
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .sync_grads = sync_grads,
                     .sync_params = sync_params, .arg = &d, .label = label};
     train_run(&a, &ctx, &h);
@@ -57,6 +86,7 @@ int main(int argc, char **argv) {
         log_info("communication (rank 0): all-reduce %llu calls, %.2f MB sent, %.2f MB received",
                  (unsigned long long)k[COLL_ALLREDUCE].calls, k[COLL_ALLREDUCE].bytes_sent / 1e6,
                  k[COLL_ALLREDUCE].bytes_recv / 1e6);
+    gpu_comm_free(gc);  // collective; before the stream it uses goes away
     ctx_destroy(&ctx);
     comm_finalize(c);
     return 0;

@@ -3,6 +3,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "check.h"
 #include "comm.h"
 
 // Every message on the shm and tcp transports starts with this header. The
@@ -77,5 +78,5 @@ void mpi_launch_finalize(void);
 void mpi_group_comm(Comm *c, Group *g);  // sets g->mpi_comm (MPI_Comm_create_group); no-op without MPI
 
 // Dies with the diagnostic for request r (timeout or dead peer).
-_Noreturn void comm_die_waiting(Comm *c, const CommRequest *r, const char *why);
-_Noreturn void comm_die_mismatch(Comm *c, const CommRequest *r, const MsgHeader *got);
+CHECK_NORETURN void comm_die_waiting(Comm *c, const CommRequest *r, const char *why);
+CHECK_NORETURN void comm_die_mismatch(Comm *c, const CommRequest *r, const MsgHeader *got);

@@ -14,7 +14,12 @@ int device_parse(const char *s, Device *out) {
 }
 
 void ctx_init(Ctx *ctx, Device dev, int threads, size_t capacity) {
+    ctx_init_device(ctx, dev, 0, threads, capacity);
+}
+
+void ctx_init_device(Ctx *ctx, Device dev, int cuda_device, int threads, size_t capacity) {
     memset(ctx, 0, sizeof *ctx);
+    ctx->cuda_device = cuda_device;  // before the backend creates its stream on it
     ctx->rank = 0;
     ctx->world = 1;
     ctx->device = dev;

@@ -14,6 +14,8 @@
 #pragma once
 #include <stddef.h>
 
+#include "check.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -55,7 +57,7 @@ void flags_print_help(const Flag *table, int n, const char *usage, const char *d
 // Did the user give this flag? (for presets: explicit flags override the preset)
 int flag_given(const Flag *table, int n, const char *name);
 // For cross-flag checks after parsing: prints "error: <message>" and exits 2.
-_Noreturn void flags_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+CHECK_NORETURN void flags_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #ifdef __cplusplus
 }

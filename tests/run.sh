@@ -61,7 +61,10 @@ core() {
         failed=$((failed + 1))
     fi
 }
-gpu() { run gpu "$BUILD/tests/test_gpu"; }
+gpu() {
+    run gpu "$BUILD/tests/test_gpu"
+    for n in 1 2 3 4; do run "gpu-comm-np$n" "$BUILD/tests/test_gpu_comm" --np "$n" --timeout 60; done
+}
 
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then

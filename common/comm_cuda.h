@@ -1,0 +1,97 @@
+// comm_cuda.h — collectives on GPU buffers: NCCL, or our own ring over CUDA IPC.
+//
+// The host transports (comm.h) move host memory. When the gradients live on a
+// GPU, copying them to the host and back costs two PCIe crossings per step; the
+// collectives here work on device pointers directly, two ways:
+//
+//   NCCL      real multi-GPU, one process per GPU. The NCCL unique id travels
+//             from the group's member 0 to the others over the host transport
+//             (the "launch channel"), then every member calls ncclCommInitRank.
+//   CUDA IPC  several processes sharing one GPU (the course's one-GPU simulation
+//             of N ranks; NCCL refuses two ranks on one GPU). Every rank exports
+//             a device buffer of its own (its "outbox") with cudaIpcGetMemHandle;
+//             the others map it with cudaIpcOpenMemHandle and read from it. The
+//             ring all-reduce of ring.c then runs on device memory: step k reads
+//             the left neighbour's shard straight out of its outbox and adds it
+//             into ours with a kernel; small host messages say "my shard for
+//             step k is ready". The protocol is documented in comm_cuda.cu.
+//
+// Both sit behind one object, GpuComm, which the caller creates once per group
+// and passes to every GPU collective. The collectives have the semantics of
+// collectives.h (in place, shard_range's split, fp32 or bf16 summed in fp32 and
+// rounded once per addition) and, like every wait in the course, give up after
+// the comm timeout with a diagnostic naming the collective, its sequence number
+// and the group. They return when the result is in the buffer (the host polls
+// the GPU with the timeout), so a stuck peer can never hang a rank silently.
+//
+// CUDA does not survive fork: a process that has touched CUDA must not fork
+// ranks afterwards. So: comm_launch first, then ctx_init_device in every rank. To
+// ask "is there a GPU?" before launching, use gpu_probe_devices (it asks in a
+// child process).
+//
+// Builds without nvcc link comm_cuda_absent.c instead: gpu_probe_devices says 0
+// and everything else stops with "this build has no CUDA".
+#pragma once
+#include <stddef.h>
+
+#include "comm.h"
+#include "ctx.h"
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    GPU_AUTO = 0,  // NCCL when every rank has a GPU of its own, CUDA IPC when some share one
+    GPU_NCCL,      // NCCL (falls back to CUDA IPC, saying why, when ranks share a GPU)
+    GPU_IPC,       // our ring over CUDA IPC (all ranks on one machine)
+} GpuAlgo;
+const char *gpu_algo_name(GpuAlgo a);  // "auto", "nccl", "ipc"
+
+typedef struct GpuComm GpuComm;
+
+// CUDA devices visible to this process, counted in a short-lived child process
+// so that this one has not initialized CUDA and may still fork ranks. 0 when
+// there is no driver, no device, or no CUDA in this build.
+int gpu_probe_devices(void);
+
+// The GPU this rank should use: LOCAL_RANK (torchrun) or OMPI_COMM_WORLD_LOCAL_RANK
+// (mpirun) when set, else the world rank; modulo the number of devices, so that
+// more ranks than GPUs share them round-robin. Dies if there is no device.
+int gpu_pick_device(const Comm *c);
+
+// Collective over g (every member calls it, with the same `want`): exchanges
+// each member's GPU (UUID, PCI bus id, host name) over the host transport and
+// picks NCCL or CUDA IPC as `want` asks and the placement allows. ctx must be a
+// CUDA context (ctx_init_device); its stream and ledger are used (buffers are
+// charged as MEM_COMM). g must outlive the GpuComm.
+GpuComm *gpu_comm_new(Comm *c, Group *g, Ctx *ctx, GpuAlgo want);
+// Collective too (peers unmap each other's buffers before they are freed).
+// NULL is allowed. Call before ctx_destroy and comm_finalize.
+void gpu_comm_free(GpuComm *gc);
+GpuAlgo gpu_comm_algo(const GpuComm *gc);   // GPU_NCCL or GPU_IPC: what was chosen
+int gpu_comm_shared(const GpuComm *gc);     // 1 if two or more ranks use one GPU
+// One line for logs and table headers, e.g. "CUDA IPC ring, 4 ranks on 1 GPU
+// (NVIDIA H100 80GB HBM3)" or "NCCL 2.28.9, 8 ranks on 8 GPUs (...)".
+const char *gpu_comm_describe(const GpuComm *gc);
+
+// The collectives, on device buffers of `count` elements (fp32 or bf16). Every
+// member of the group calls them with the same count. They advance the group's
+// sequence number and the Comm's counters like the host collectives do (the
+// counters get the bytes moved between GPUs; the small host handshakes of the
+// IPC ring are control, not payload, and are not counted).
+void gpu_allreduce(GpuComm *gc, void *buf, size_t count, DType dt);
+void gpu_reduce_scatter(GpuComm *gc, void *buf, size_t count, DType dt);
+void gpu_all_gather(GpuComm *gc, void *buf, size_t count, DType dt);
+void gpu_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root);
+
+// The device's copy bandwidth: a cudaMemcpy device to device of `bytes`, timed
+// with CUDA events, counting bytes read plus bytes written (the figure that
+// busbw of ranks sharing one GPU can be compared with). GB/s. Local: not a
+// collective.
+double gpu_copy_bandwidth(Ctx *ctx, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif

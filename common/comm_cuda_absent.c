@@ -1,0 +1,68 @@
+// comm_cuda_absent.c — stands in for comm_cuda.cu in builds without nvcc.
+//
+// gpu_probe_devices answers 0 (tests skip); everything that would need a GPU
+// stops with the same advice ctx_init gives for --device cuda.
+#include "check.h"
+#include "comm_cuda.h"
+
+#define NO_CUDA                                                                          \
+    DIE("--device cuda: this build has no CUDA (nvcc was not found at build time; install " \
+        "the CUDA toolkit or set CUDA_HOME, then rebuild)")
+
+const char *gpu_algo_name(GpuAlgo a) {
+    return a == GPU_NCCL ? "nccl" : a == GPU_IPC ? "ipc" : "auto";
+}
+
+int gpu_probe_devices(void) { return 0; }
+
+int gpu_pick_device(const Comm *c) {
+    (void)c;
+    NO_CUDA;
+}
+
+GpuComm *gpu_comm_new(Comm *c, Group *g, Ctx *ctx, GpuAlgo want) {
+    (void)c, (void)g, (void)ctx, (void)want;
+    NO_CUDA;
+}
+
+void gpu_comm_free(GpuComm *gc) { (void)gc; }  // only NULL can exist here
+
+GpuAlgo gpu_comm_algo(const GpuComm *gc) {
+    (void)gc;
+    NO_CUDA;
+}
+
+int gpu_comm_shared(const GpuComm *gc) {
+    (void)gc;
+    NO_CUDA;
+}
+
+const char *gpu_comm_describe(const GpuComm *gc) {
+    (void)gc;
+    NO_CUDA;
+}
+
+void gpu_allreduce(GpuComm *gc, void *buf, size_t count, DType dt) {
+    (void)gc, (void)buf, (void)count, (void)dt;
+    NO_CUDA;
+}
+
+void gpu_reduce_scatter(GpuComm *gc, void *buf, size_t count, DType dt) {
+    (void)gc, (void)buf, (void)count, (void)dt;
+    NO_CUDA;
+}
+
+void gpu_all_gather(GpuComm *gc, void *buf, size_t count, DType dt) {
+    (void)gc, (void)buf, (void)count, (void)dt;
+    NO_CUDA;
+}
+
+void gpu_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root) {
+    (void)gc, (void)buf, (void)count, (void)dt, (void)root;
+    NO_CUDA;
+}
+
+double gpu_copy_bandwidth(Ctx *ctx, size_t bytes) {
+    (void)ctx, (void)bytes;
+    NO_CUDA;
+}

@@ -1,0 +1,217 @@
+// test_gpu_comm.c — the GPU collectives (comm_cuda.h) against a serial sum.
+//
+//   test_gpu_comm --np 3        (built-in launcher; ranks share GPUs round-robin)
+//
+// For each way of moving GPU buffers — our ring over CUDA IPC always, NCCL when
+// every rank has a GPU of its own — and each collective, on counts 0, 1, 7,
+// 4099 and 2^20, fp32 and bf16: every element must equal the serial sum EXACTLY.
+// The data are small integers (|x| <= 8), so every partial sum is an integer of
+// magnitude at most 8p and exact in fp32 and in bf16 (integers to 256), whatever
+// the order of additions. Counts 7 and 4099 give uneven shards at every world
+// size above 1 (and, for NCCL, the padded path).
+//
+// Then, for the IPC ring, two claims of comm_cuda.cu that tie it to the host
+// ring of ring.c: on random fp32 and bf16 data its all-reduce is bit-identical
+// to the host ring's (same shards, same order of additions, one rounding each),
+// and it adds the same bytes to the counters (the handshakes are not payload).
+// And NCCL's refusal of two ranks on one GPU: asking for NCCL with a shared GPU
+// must give the IPC ring.
+//
+// One line per (way, collective, property), printed by rank 0 after collecting
+// the verdicts point to point (not through the collectives under test). With no
+// CUDA device it prints "SKIP gpu-comm: no CUDA device" and exits 77, which
+// tests/run.sh counts as skipped.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "collectives.h"
+#include "comm_cuda.h"
+#include "flags.h"
+#include "ops.h"
+#include "rng.h"
+
+static const size_t counts[] = {0, 1, 7, 4099, (size_t)1 << 20};
+#define NCOUNTS (sizeof counts / sizeof counts[0])
+#define MAXCOUNT ((size_t)1 << 20)
+enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, NOPS };
+static const char *op_names[NOPS] = {"allreduce", "reduce_scatter", "all_gather", "broadcast"};
+
+typedef struct {
+    Comm *c;
+    Group *g;
+    Ctx *ctx;
+    void *dev;   // device buffer of MAXCOUNT fp32
+    void *host;  // host buffer of the same size
+} Env;
+
+static float value(int rank, size_t i) { return (float)((int)((i * 7 + rank * 13) % 17) - 8); }
+
+static void put(void *buf, DType dt, size_t i, float v) {
+    if (dt == DT_F32) ((float *)buf)[i] = v;
+    else ((uint16_t *)buf)[i] = f32_to_bf16(v);
+}
+static float get(const void *buf, DType dt, size_t i) {
+    return dt == DT_F32 ? ((const float *)buf)[i] : bf16_to_f32(((const uint16_t *)buf)[i]);
+}
+
+static void run(GpuComm *gc, int op, void *buf, size_t n, DType dt, int root) {
+    switch (op) {
+        case OP_ALLREDUCE: gpu_allreduce(gc, buf, n, dt); break;
+        case OP_REDUCE_SCATTER: gpu_reduce_scatter(gc, buf, n, dt); break;
+        case OP_ALL_GATHER: gpu_all_gather(gc, buf, n, dt); break;
+        default: gpu_broadcast(gc, buf, n, dt, root); break;
+    }
+}
+
+// Runs op on integer data through the GPU; returns the number of wrong elements.
+static long check_exact(Env *e, GpuComm *gc, int op, size_t n, DType dt) {
+    int p = e->g->size, r = e->g->rank, root = p > 1 ? 1 : 0;  // not always rank 0
+    size_t es = dtype_size(dt), lo, hi;
+    for (size_t i = 0; i < n; i++) put(e->host, dt, i, value(r, i));
+    e->ctx->ops->to_device(e->ctx, e->dev, e->host, n * es);
+    run(gc, op, e->dev, n, dt, root);
+    e->ctx->ops->to_host(e->ctx, e->host, e->dev, n * es);
+    shard_range(n, p, r, &lo, &hi);  // the host collectives' split is the reference
+    long wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = 0;
+        if (op == OP_ALLREDUCE || op == OP_REDUCE_SCATTER)
+            for (int q = 0; q < p; q++) want += value(q, i);
+        else if (op == OP_BROADCAST) want = value(root, i);
+        else {  // all-gather: element i comes from the rank that owns its shard
+            int owner = 0;
+            for (int q = 0; q < p; q++) {
+                size_t l, h;
+                shard_range(n, p, q, &l, &h);
+                if (i >= l && i < h) owner = q;
+            }
+            want = value(owner, i);
+        }
+        if (op == OP_REDUCE_SCATTER && (i < lo || i >= hi)) continue;  // scratch
+        wrong += get(e->host, dt, i) != want;
+    }
+    return wrong;
+}
+
+// Rank 0 adds up everyone's count of failures (point to point) and prints one
+// line: "PASS|FAIL name  <total> <what>".
+static void verdict(Env *e, const char *name, long bad, const char *what) {
+    long total = bad;
+    if (e->g->rank == 0) {
+        for (int q = 1; q < e->g->size; q++) {
+            comm_recv(e->c, e->g, q, &bad, sizeof bad);
+            total += bad;
+        }
+        printf("%s %s  %ld %s\n", total == 0 ? "PASS" : "FAIL", name, total, what);
+        fflush(stdout);
+    } else {
+        comm_send(e->c, e->g, 0, &bad, sizeof bad);
+    }
+}
+
+static void test_exact(Env *e, GpuComm *gc, const char *way) {
+    for (int op = 0; op < NOPS; op++) {
+        long wrong = 0;
+        for (size_t k = 0; k < NCOUNTS; k++) {
+            wrong += check_exact(e, gc, op, counts[k], DT_F32);
+            wrong += check_exact(e, gc, op, counts[k], DT_BF16);
+        }
+        char name[96];
+        snprintf(name, sizeof name, "gpu.%s.%s.np%d", way, op_names[op], e->g->size);
+        verdict(e, name, wrong, "wrong elements (counts 0, 1, 7, 4099, 2^20 x fp32/bf16, exact)");
+    }
+}
+
+// The IPC ring against the host ring on random data: bits and counters.
+static void test_ipc_equals_host_ring(Env *e, GpuComm *gc) {
+    int p = e->g->size;
+    size_t n = 4099;
+    long differ = 0, counter_diff = 0;
+    for (int d = 0; d < 2; d++) {
+        DType dt = d ? DT_BF16 : DT_F32;
+        size_t es = dtype_size(dt);
+        Rng rng;
+        rng_seed(&rng, 77 + (unsigned long long)e->g->rank);
+        unsigned char *mine = malloc(n * es), *ring = malloc(n * es), *gpu = malloc(n * es);
+        CHECK(mine && ring && gpu, "out of host memory");
+        for (size_t i = 0; i < n; i++) put(mine, dt, i, (float)rng_normal(&rng));
+        const CommCounter *k = comm_counters(e->c);
+        memcpy(ring, mine, n * es);
+        CommCounter before = k[COLL_ALLREDUCE];
+        allreduce(e->c, e->g, ring, n, dt, ALGO_RING);
+        CommCounter host_moved = {0, k[COLL_ALLREDUCE].bytes_sent - before.bytes_sent,
+                                  k[COLL_ALLREDUCE].bytes_recv - before.bytes_recv};
+        e->ctx->ops->to_device(e->ctx, e->dev, mine, n * es);
+        before = k[COLL_ALLREDUCE];
+        gpu_allreduce(gc, e->dev, n, dt);
+        CommCounter gpu_moved = {0, k[COLL_ALLREDUCE].bytes_sent - before.bytes_sent,
+                                 k[COLL_ALLREDUCE].bytes_recv - before.bytes_recv};
+        e->ctx->ops->to_host(e->ctx, gpu, e->dev, n * es);
+        differ += memcmp(gpu, ring, n * es) != 0;
+        counter_diff += gpu_moved.bytes_sent != host_moved.bytes_sent ||
+                        gpu_moved.bytes_recv != host_moved.bytes_recv;
+        free(mine);
+        free(ring);
+        free(gpu);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "gpu.ipc.allreduce_bitwise_equals_host_ring.np%d", p);
+    verdict(e, name, differ, "(rank, dtype) pairs differ (random fp32 and bf16, 4099 elements)");
+    snprintf(name, sizeof name, "gpu.ipc.counters_equal_host_ring.np%d", p);
+    verdict(e, name, counter_diff, "(rank, dtype) pairs count other bytes sent or received");
+}
+
+int main(int argc, char **argv) {
+    int np = 1;
+    double timeout = 60;
+    Flag flags[] = {
+        F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
+        F_DOUBLE("--timeout", &timeout, 0.1, 3600, "seconds any wait may take"),
+    };
+    flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_gpu_comm [flags]",
+                "Checks the GPU collectives (CUDA IPC ring, NCCL) against a serial sum.");
+    // Asked in a child process: CUDA must not be initialized before the fork below.
+    int ndev = gpu_probe_devices();
+    if (ndev == 0) {
+        printf("SKIP gpu-comm: no CUDA device\n");
+        return 77;
+    }
+    CommConfig cc = {.np = np, .timeout_s = timeout};
+    Comm *c = comm_launch(&cc);
+    Ctx ctx;
+    ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), 1, 0);
+    Env e = {.c = c, .g = (Group *)comm_world(c), .ctx = &ctx};
+    e.dev = mem_alloc(&ctx, MEM_WORKSPACE, MAXCOUNT * sizeof(float));
+    e.host = malloc(MAXCOUNT * sizeof(float));
+    CHECK(e.host, "out of host memory");
+
+    GpuComm *ipc = gpu_comm_new(c, e.g, &ctx, GPU_IPC);
+    test_exact(&e, ipc, "ipc");
+    test_ipc_equals_host_ring(&e, ipc);
+    int shared = gpu_comm_shared(ipc);
+    gpu_comm_free(ipc);
+
+    // NCCL as asked for by name: on distinct GPUs it must be NCCL; on a shared
+    // GPU it must be refused (and the IPC ring used), never a hang or a crash.
+    GpuComm *nccl = gpu_comm_new(c, e.g, &ctx, GPU_NCCL);
+    GpuAlgo got = gpu_comm_algo(nccl);
+    char name[96];
+    snprintf(name, sizeof name, "gpu.nccl.placement.np%d", e.g->size);
+    if (e.g->rank == 0) {
+        int ok = shared ? got == GPU_IPC : got == GPU_NCCL;
+        printf("%s %s  ranks %s a GPU; asked for NCCL, got %s (%s)\n", ok ? "PASS" : "FAIL", name,
+               shared ? "share" : "do not share", gpu_algo_name(got), gpu_comm_describe(nccl));
+        fflush(stdout);
+    }
+    if (got == GPU_NCCL) test_exact(&e, nccl, "nccl");
+    else if (e.g->rank == 0) printf("SKIP gpu.nccl.*.np%d: ranks share a GPU\n", e.g->size);
+    gpu_comm_free(nccl);
+
+    mem_free(&ctx, MEM_WORKSPACE, e.dev, MAXCOUNT * sizeof(float));
+    free(e.host);
+    ctx_destroy(&ctx);
+    comm_finalize(c);
+    return 0;
+}
