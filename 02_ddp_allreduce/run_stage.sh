@@ -5,7 +5,9 @@
 #   1. DDP demo: 4 ranks train the small GPT on the CPU.
 #   2. Sweep: every all-reduce algorithm, and MPI_Allreduce under mpirun, from 4 B to
 #      256 MiB on 2, 4 and 8 ranks; nccl-tests columns into results/02_ddp_allreduce/.
-#   3. Ring vs MPI_Allreduce at >= 16 MiB on 2 ranks, alternating, 3 rounds (the target).
+#   3. Ring vs MPI_Allreduce at >= 16 MiB on 2 ranks, alternating, 5 rounds, medians
+#      (the target). On a shared VM a whole run is sometimes ~3x slower than the next
+#      (memory bandwidth taken by neighbours): medians over rounds, never one run.
 #   4. DDP tokens/s against the number of ranks.
 #   5. gnuplot: busbw vs size; the alpha-beta fit vs the measured ring; DDP scaling.
 # QUICK=1 shortens everything (fewer sizes and ranks) for a smoke run.
@@ -15,7 +17,11 @@ cd "$(dirname "$0")/.."
 out=results/02_ddp_allreduce
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN="mpirun --oversubscribe --bind-to none"
+# Bind like our launcher does: one core per rank when they fit, nothing when oversubscribed.
+cores=$(getconf _NPROCESSORS_ONLN)
+mpirun_np() { local n=$1; shift
+    if [ "$n" -le "$cores" ]; then mpirun --bind-to core -np "$n" "$@"
+    else mpirun --oversubscribe --bind-to none -np "$n" "$@"; fi; }
 have_mpi=0
 command -v mpirun >/dev/null && [ -n "$(command -v mpicc)" ] && have_mpi=1
 ranks="2 4 8"; max=256MiB; ddp_steps=30
@@ -33,7 +39,7 @@ for n in $ranks; do
         echo "  $algo np$n: $(tail -n 1 "$out/allreduce_${algo}_np$n.txt" | awk '{print $7 " GB/s busbw at " $1 " B"}')"
     done
     if [ "$have_mpi" = 1 ]; then
-        $MPIRUN -np "$n" "$BUILD/bench_collectives" --transport mpi --algo mpi --max-bytes "$max" \
+        mpirun_np "$n" "$BUILD/bench_collectives" --transport mpi --algo mpi --max-bytes "$max" \
             --out "$out/allreduce_mpi_np$n.txt" >/dev/null
         echo "  mpi np$n: $(tail -n 1 "$out/allreduce_mpi_np$n.txt" | awk '{print $7 " GB/s busbw at " $1 " B"}')"
     fi
@@ -42,16 +48,16 @@ done
 if [ "$have_mpi" = 1 ]; then
     echo "== target: hand-written ring vs MPI_Allreduce, 2 ranks, >= 16 MiB, alternating =="
     : >"$out/ring_vs_mpi.txt"
-    for round in 1 2 3; do
+    for round in 1 2 3 4 5; do
         "$BUILD/bench_collectives" --np 2 --algo ring --min-bytes 16MiB --max-bytes "$max" \
             | awk -v r=$round '!/^#/ {print "ring", r, $1, $7}' >>"$out/ring_vs_mpi.txt"
-        $MPIRUN -np 2 "$BUILD/bench_collectives" --transport mpi --algo mpi --min-bytes 16MiB \
+        mpirun_np 2 "$BUILD/bench_collectives" --transport mpi --algo mpi --min-bytes 16MiB \
             --max-bytes "$max" | awk -v r=$round '!/^#/ {print "mpi", r, $1, $7}' >>"$out/ring_vs_mpi.txt"
     done
     # median busbw per (algorithm, size) over the rounds, then the ratio per size
     awk '{v[$1" "$3] = v[$1" "$3] " " $4} END {for (k in v) print k, v[k]}' "$out/ring_vs_mpi.txt" |
-        while read -r algo size a b c; do
-            printf '%s %s %s\n' "$algo" "$size" "$(printf '%s\n' $a $b $c | sort -g | sed -n 2p)"
+        while read -r algo size runs; do
+            printf '%s %s %s\n' "$algo" "$size" "$(printf '%s\n' $runs | sort -g | sed -n 3p)"
         done | sort -k2,2n -k1,1 | awk '
             $1 == "mpi" {m[$2] = $3} $1 == "ring" {r[$2] = $3}
             END {printf "%12s %10s %10s %7s\n", "size (B)", "ring", "MPI", "ratio";
