@@ -42,8 +42,6 @@
 #include "ops.h"
 #include "timer.h"
 
-enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST };
-
 // What is measured: a host collective (collectives.h) with algorithm `a`, or,
 // when gpu is set, a GPU collective (comm_cuda.h) on device buffers of ctx.
 typedef struct {
@@ -61,12 +59,7 @@ static void run(const Target *t, int op, void *buf, size_t n, DType dt) {
         case OP_ALL_GATHER: gpu_all_gather(t->gpu, buf, n, dt); break;
         default: gpu_broadcast(t->gpu, buf, n, dt, 0); break;
     }
-    else switch (op) {
-        case OP_ALLREDUCE: allreduce(t->c, t->g, buf, n, dt, t->a); break;
-        case OP_REDUCE_SCATTER: reduce_scatter(t->c, t->g, buf, n, dt, t->a); break;
-        case OP_ALL_GATHER: all_gather(t->c, t->g, buf, n, dt, t->a); break;
-        default: broadcast(t->c, t->g, buf, n, dt, 0, t->a); break;
-    }
+    else run_collective(t->c, t->g, (CollOp)op, buf, n, dt, 0, t->a);
 }
 
 static float val(int rank, size_t i) { return (float)((int)((i * 5 + rank * 3) % 11) - 5); }
@@ -83,25 +76,10 @@ static long check(const Target *t, int op, void *buf, void *host, size_t n, DTyp
     if (t->gpu) t->ctx->ops->to_device(t->ctx, buf, host, n * dtype_size(dt));
     run(t, op, buf, n, dt);
     if (t->gpu) t->ctx->ops->to_host(t->ctx, host, buf, n * dtype_size(dt));
-    size_t lo, hi;
-    shard_range(n, p, r, &lo, &hi);
     long wrong = 0;
     for (size_t i = 0; i < n; i++) {
-        float want = 0, got = dt == DT_F32 ? ((float *)host)[i] : bf16_to_f32(((uint16_t *)host)[i]);
-        if (op == OP_ALLREDUCE || op == OP_REDUCE_SCATTER) {
-            if (op == OP_REDUCE_SCATTER && (i < lo || i >= hi)) continue;
-            for (int q = 0; q < p; q++) want += val(q, i);
-        } else if (op == OP_BROADCAST) want = val(0, i);
-        else {
-            int owner = 0;
-            for (int q = 0; q < p; q++) {
-                size_t l, h;
-                shard_range(n, p, q, &l, &h);
-                if (i >= l && i < h) owner = q;
-            }
-            want = val(owner, i);
-        }
-        wrong += got != want;
+        float want, got = dt == DT_F32 ? ((float *)host)[i] : bf16_to_f32(((uint16_t *)host)[i]);
+        if (collective_expected((CollOp)op, p, r, 0, n, i, val, &want)) wrong += got != want;
     }
     return wrong;
 }

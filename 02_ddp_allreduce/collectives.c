@@ -183,3 +183,42 @@ void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, A
     }
     comm_coll_end(c);
 }
+
+// ---------------------------------------------------------------- for tests
+
+const char *const coll_op_names[OP_COUNT] = {"allreduce", "reduce_scatter", "all_gather",
+                                             "broadcast"};
+
+void run_collective(Comm *c, Group *g, CollOp op, void *buf, size_t count, DType dt, int root,
+                    Algo a) {
+    switch (op) {
+        case OP_ALLREDUCE: allreduce(c, g, buf, count, dt, a); break;
+        case OP_REDUCE_SCATTER: reduce_scatter(c, g, buf, count, dt, a); break;
+        case OP_ALL_GATHER: all_gather(c, g, buf, count, dt, a); break;
+        default: broadcast(c, g, buf, count, dt, root, a); break;
+    }
+}
+
+int collective_expected(CollOp op, int p, int rank, int root, size_t count, size_t i,
+                        float (*value)(int rank, size_t i), float *want) {
+    size_t lo, hi;
+    *want = 0;
+    switch (op) {
+        case OP_REDUCE_SCATTER:
+            shard_range(count, p, rank, &lo, &hi);
+            if (i < lo || i >= hi) return 0;
+            __attribute__((fallthrough));  // inside the shard: the sum, as all-reduce
+        case OP_ALLREDUCE:
+            for (int q = 0; q < p; q++) *want += value(q, i);
+            return 1;
+        case OP_ALL_GATHER:  // element i comes from the rank whose shard holds it
+            for (int q = 0; q < p; q++) {
+                shard_range(count, p, q, &lo, &hi);
+                if (i >= lo && i < hi) *want = value(q, i);
+            }
+            return 1;
+        default:
+            *want = value(root, i);
+            return 1;
+    }
+}

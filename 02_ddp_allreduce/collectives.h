@@ -37,6 +37,17 @@ void reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a
 void all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, Algo a);
 
+// For tests and benchmarks that loop over the collectives.
+typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_COUNT } CollOp;
+extern const char *const coll_op_names[OP_COUNT];  // "allreduce", "reduce_scatter", ...
+void run_collective(Comm *c, Group *g, CollOp op, void *buf, size_t count, DType dt, int root,
+                    Algo a);
+// The serial reference. If rank q's buffer held value(q, i) before collective op on
+// p ranks, *want is what element i must hold afterwards on group rank `rank`.
+// Returns 0 when element i is scratch there (reduce-scatter, outside rank's shard).
+int collective_expected(CollOp op, int p, int rank, int root, size_t count, size_t i,
+                        float (*value)(int rank, size_t i), float *want);
+
 // The ring algorithms (ring.c — the exercise). They assume comm_coll_begin was
 // called by the dispatcher above.
 void ring_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt);

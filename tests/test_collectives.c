@@ -28,8 +28,6 @@
 
 static const size_t counts[] = {0, 1, 2, 3, 5, 7, 13, 97, 1000, 4099, 65537};
 #define NCOUNTS (sizeof counts / sizeof counts[0])
-enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, NOPS };
-static const char *op_names[NOPS] = {"allreduce", "reduce_scatter", "all_gather", "broadcast"};
 
 static float value(int rank, size_t i) { return (float)((int)((i * 7 + rank * 13) % 17) - 8); }
 
@@ -49,32 +47,13 @@ static long check_exact(Comm *c, Group *g, int op, Algo a, size_t n, DType dt) {
     int p = g->size, r = g->rank;
     void *buf = malloc(n * dtype_size(dt) + 4);
     fill(buf, dt, r, n);
-    size_t lo, hi;
-    shard_range(n, p, r, &lo, &hi);
     int root = p > 1 ? 1 : 0;  // not always rank 0
-    switch (op) {
-        case OP_ALLREDUCE: allreduce(c, g, buf, n, dt, a); break;
-        case OP_REDUCE_SCATTER: reduce_scatter(c, g, buf, n, dt, a); break;
-        case OP_ALL_GATHER: all_gather(c, g, buf, n, dt, a); break;
-        case OP_BROADCAST: broadcast(c, g, buf, n, dt, root, a); break;
-    }
+    run_collective(c, g, (CollOp)op, buf, n, dt, root, a);
     long wrong = 0;
     for (size_t i = 0; i < n; i++) {
-        float want = 0;
-        if (op == OP_ALLREDUCE || op == OP_REDUCE_SCATTER)
-            for (int q = 0; q < p; q++) want += value(q, i);
-        else if (op == OP_BROADCAST) want = value(root, i);
-        else {  // all-gather: element i comes from the rank that owns its shard
-            int owner = 0;
-            for (int q = 0; q < p; q++) {
-                size_t l, h;
-                shard_range(n, p, q, &l, &h);
-                if (i >= l && i < h) owner = q;
-            }
-            want = value(owner, i);
-        }
-        if (op == OP_REDUCE_SCATTER && (i < lo || i >= hi)) continue;  // scratch
-        wrong += get(buf, dt, i) != want;
+        float want;
+        if (collective_expected((CollOp)op, p, r, root, n, i, value, &want))
+            wrong += get(buf, dt, i) != want;
     }
     free(buf);
     return wrong;
@@ -147,7 +126,7 @@ int main(int argc, char **argv) {
     }
 
     int with_mpi = comm_transport(c) == TRANSPORT_MPI;
-    for (int op = 0; op < NOPS; op++)
+    for (int op = 0; op < OP_COUNT; op++)
         for (int a = 0; a < ALGO_COUNT; a++) {
             if (a == ALGO_NCCL || (a == ALGO_MPI && !with_mpi) || !supported(op, (Algo)a)) continue;
             long wrong = 0;
@@ -165,7 +144,7 @@ int main(int argc, char **argv) {
                     total[1] += mine[1];
                 }
                 char name[96];
-                snprintf(name, sizeof name, "coll.%s.%s.np%d", op_names[op], algo_name((Algo)a), p);
+                snprintf(name, sizeof name, "coll.%s.%s.np%d", coll_op_names[op], algo_name((Algo)a), p);
                 int ok = total[0] == 0 && total[1] == 0;
                 printf("%s %s  %zu counts x fp32/bf16 exact: %ld wrong elements%s\n",
                        ok ? "PASS" : "FAIL", name, NCOUNTS, total[0],

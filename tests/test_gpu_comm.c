@@ -35,8 +35,6 @@
 static const size_t counts[] = {0, 1, 7, 4099, (size_t)1 << 20};
 #define NCOUNTS (sizeof counts / sizeof counts[0])
 #define MAXCOUNT ((size_t)1 << 20)
-enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, NOPS };
-static const char *op_names[NOPS] = {"allreduce", "reduce_scatter", "all_gather", "broadcast"};
 
 typedef struct {
     Comm *c;
@@ -68,29 +66,16 @@ static void run(GpuComm *gc, int op, void *buf, size_t n, DType dt, int root) {
 // Runs op on integer data through the GPU; returns the number of wrong elements.
 static long check_exact(Env *e, GpuComm *gc, int op, size_t n, DType dt) {
     int p = e->g->size, r = e->g->rank, root = p > 1 ? 1 : 0;  // not always rank 0
-    size_t es = dtype_size(dt), lo, hi;
+    size_t es = dtype_size(dt);
     for (size_t i = 0; i < n; i++) put(e->host, dt, i, value(r, i));
     e->ctx->ops->to_device(e->ctx, e->dev, e->host, n * es);
     run(gc, op, e->dev, n, dt, root);
     e->ctx->ops->to_host(e->ctx, e->host, e->dev, n * es);
-    shard_range(n, p, r, &lo, &hi);  // the host collectives' split is the reference
     long wrong = 0;
     for (size_t i = 0; i < n; i++) {
-        float want = 0;
-        if (op == OP_ALLREDUCE || op == OP_REDUCE_SCATTER)
-            for (int q = 0; q < p; q++) want += value(q, i);
-        else if (op == OP_BROADCAST) want = value(root, i);
-        else {  // all-gather: element i comes from the rank that owns its shard
-            int owner = 0;
-            for (int q = 0; q < p; q++) {
-                size_t l, h;
-                shard_range(n, p, q, &l, &h);
-                if (i >= l && i < h) owner = q;
-            }
-            want = value(owner, i);
-        }
-        if (op == OP_REDUCE_SCATTER && (i < lo || i >= hi)) continue;  // scratch
-        wrong += get(e->host, dt, i) != want;
+        float want;
+        if (collective_expected((CollOp)op, p, r, root, n, i, value, &want))
+            wrong += get(e->host, dt, i) != want;
     }
     return wrong;
 }
@@ -112,14 +97,14 @@ static void verdict(Env *e, const char *name, long bad, const char *what) {
 }
 
 static void test_exact(Env *e, GpuComm *gc, const char *way) {
-    for (int op = 0; op < NOPS; op++) {
+    for (int op = 0; op < OP_COUNT; op++) {
         long wrong = 0;
         for (size_t k = 0; k < NCOUNTS; k++) {
             wrong += check_exact(e, gc, op, counts[k], DT_F32);
             wrong += check_exact(e, gc, op, counts[k], DT_BF16);
         }
         char name[96];
-        snprintf(name, sizeof name, "gpu.%s.%s.np%d", way, op_names[op], e->g->size);
+        snprintf(name, sizeof name, "gpu.%s.%s.np%d", way, coll_op_names[op], e->g->size);
         verdict(e, name, wrong, "wrong elements (counts 0, 1, 7, 4099, 2^20 x fp32/bf16, exact)");
     }
 }
