@@ -161,13 +161,10 @@ Comm *comm_launch(const CommConfig *cfg) {
               "without MPI (mpicc was not found at build time)");
         CHECK(size <= COMM_MAX_RANKS, "%d ranks: at most %d are supported", size, COMM_MAX_RANKS);
         Comm *c = comm_new(rank, size, LAUNCH_MPIRUN, cfg);
-        if (cfg->transport == TRANSPORT_MPI) mpi_transport_init(c);
-        else if (cfg->transport == TRANSPORT_TCP) tcp_transport_init(c);
-        else {
-            // shm under mpirun: every rank must be on this node. Rank 0 creates a
-            // named region; mpi_transport_init's helper shares its name.
-            CHECK(0, "--transport shm under mpirun is not supported; use --transport mpi");
-        }
+        // The shm channels are mapped before the built-in launcher forks; ranks that
+        // mpirun started have no such region, so under mpirun shm means MPI.
+        if (cfg->transport == TRANSPORT_TCP) tcp_transport_init(c);
+        else mpi_transport_init(c);
         mpi_group_comm(c, &c->world);
         return c;
     }

@@ -6,7 +6,7 @@
 //   3. torchrun's convention: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.
 // and talks over one of three transports for host buffers:
 //   shm  shared-memory channels between processes on one machine (hand-written; the
-//        default for the built-in launcher and for mpirun on one node);
+//        default for the built-in launcher; under mpirun, shm means mpi);
 //   mpi  MPI point-to-point (MPI_Isend / MPI_Irecv);
 //   tcp  sockets, a full mesh set up through MASTER_ADDR:MASTER_PORT.
 // GPU buffers (stage 02 on one or many GPUs) use CUDA IPC or NCCL: comm_cuda.h.
