@@ -12,6 +12,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+double median(double *x, int n) {
+    qsort(x, n, sizeof(double), cmp_double);
+    return x[n / 2];
+}
+
 double sgemm_gflops(int M, int N, int K, int threads) {
     openblas_set_num_threads(threads);
     float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)K * N);
@@ -36,8 +41,7 @@ double sgemm_gflops(int M, int N, int K, int threads) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
         ts[i] = now_seconds() - t0;
     }
-    qsort(ts, reps, sizeof(double), cmp_double);
-    double med = ts[reps / 2];
+    double med = median(ts, reps);
     free(ts); free(a); free(b); free(c);
     return flops / med * 1e-9;
 }

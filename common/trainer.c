@@ -80,11 +80,6 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (synthetic && cfg->vocab < 4) flags_fail("the synthetic corpus needs --vocab >= 4");
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 static void save_params(const char *path, GPT *g) {
     size_t bytes = g->n_params * sizeof(float);
     float *host = malloc(bytes);
@@ -181,9 +176,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
 
     // Summary: medians over the steps after the warm-up.
     int w = a->warmup < steps ? a->warmup : 0;
-    qsort(step_ms + w, steps - w, sizeof(double), cmp_double);
     TrainResult res;
-    res.ms_per_step = step_ms[w + (steps - w) / 2];
+    res.ms_per_step = median(step_ms + w, steps - w);
     res.tokens_per_s = tokens_per_step / (res.ms_per_step * 1e-3);
     res.gflops = res.tokens_per_s * fpt * 1e-9;
     res.mfu = res.tokens_per_s * fpt / peak;
