@@ -26,8 +26,10 @@
 // for an all-reduce of n bytes, so busbw = 2(N-1)/N n / time can reach at most
 // about 2/(7N) of the copy bandwidth (0.07 for 4 ranks).
 //
-// Time: every rank times `iters` back-to-back calls after warm-up; the reported
-// time is the slowest rank's mean (a collective is done when its last rank is).
+// Time: every rank times each of `iters` back-to-back calls after warm-up; an
+// iteration's time is its slowest rank's (a collective is done when its last
+// rank is), and the reported time is the median over iterations (nccl-tests
+// print the mean; on a shared VM one descheduled iteration would move a mean).
 // The timed buffer holds zeros (repeated in-place sums of real data would grow
 // to infinity; on a CPU the adds cost the same for any finite value). #wrong
 // comes from a separate run on integer data checked against the exact sum.
@@ -40,6 +42,7 @@
 #include "comm_cuda.h"
 #include "flags.h"
 #include "ops.h"
+#include "perf.h"
 #include "timer.h"
 
 // What is measured: a host collective (collectives.h) with algorithm `a`, or,
@@ -85,11 +88,11 @@ static long check(const Target *t, int op, void *buf, void *host, size_t n, DTyp
 }
 
 int main(int argc, char **argv) {
-    int np = 1, factor = 2;
+    int np = 1, factor = 2, iters_flag = 0, warmup = 2;
     double timeout = 120;
     size_t min_bytes = 4, max_bytes = (size_t)1 << 28;
     const char *op_s = "allreduce", *algo_s = "ring", *dtype_s = "fp32", *transport = "shm";
-    const char *out_path = NULL, *device_s = "cpu";
+    const char *out_path = NULL, *device_s = "cpu", *stores_s = "auto";
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
         F_CHOICE("--op", &op_s, "allreduce|reduce_scatter|all_gather|broadcast", "the collective"),
@@ -101,7 +104,11 @@ int main(int argc, char **argv) {
         F_BYTES("--min-bytes", &min_bytes, 4, 1e12, "smallest size"),
         F_BYTES("--max-bytes", &max_bytes, 4, 1e12, "largest size"),
         F_INT("--factor", &factor, 2, 1024, "size multiplier between lines"),
+        F_INT("--iters", &iters_flag, 0, 1000000, "timed calls per size (0: as many as take ~0.1-0.3 s)"),
+        F_INT("--warmup", &warmup, 0, 1000, "untimed calls per size first"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "host transport"),
+        F_CHOICE("--shm-stores", &stores_s, "auto|cached|streaming", "how shm copies a message in "
+                 "(auto: streaming stores from 4 MiB; see common/comm_shm.c)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take"),
         F_STRING("--out", &out_path, "also write the table to this file (rank 0)"),
     };
@@ -122,6 +129,7 @@ int main(int argc, char **argv) {
         flags_fail("--device cuda: --algo is ring (our ring over CUDA IPC) or nccl, not %s", algo_s);
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
+    shm_stores_parse(stores_s, &cc.shm_stores);
     Comm *c = comm_launch(&cc);
     Group *g = (Group *)comm_world(c);
     int p = g->size, r = g->rank;
@@ -147,9 +155,12 @@ int main(int argc, char **argv) {
     char head[1024];
     if (!t.gpu) {
         snprintf(head, sizeof head,
-                 "# %s, algorithm %s, %d ranks, transport %s, in place\n"
+                 "# %s, algorithm %s, %d ranks, transport %s%s%s, in place, median of %s\n"
                  "#%12s %12s %6s %6s %11s %8s %8s %7s\n#%12s %12s %6s %6s %11s %8s %8s %7s\n",
-                 op_s, algo_s, p, transport_name(comm_transport(c)), "size", "count", "type",
+                 op_s, algo_s, p, transport_name(comm_transport(c)),
+                 comm_transport(c) == TRANSPORT_SHM ? " with stores " : "",
+                 comm_transport(c) == TRANSPORT_SHM ? stores_s : "",
+                 iters_flag > 0 ? "--iters calls" : "5-200 calls", "size", "count", "type",
                  "redop", "time", "algbw", "busbw", "#wrong", "(B)", "(elements)", "", "", "(us)",
                  "(GB/s)", "(GB/s)", "");
     } else {
@@ -175,29 +186,37 @@ int main(int argc, char **argv) {
     void *host = calloc(max_bytes / es + p, es);
     CHECK(host, "out of memory for a %zu-byte buffer", max_bytes);
     void *buf = t.gpu ? mem_alloc(&ctx, MEM_WORKSPACE, (max_bytes / es + p) * es) : host;
+    // Per size: each iteration's time on this rank, then the #wrong count.
+    int max_iters = iters_flag > 0 ? iters_flag : 200;
+    double *mine = malloc(sizeof(double) * (max_iters + 1)), *other = malloc(sizeof(double) * (max_iters + 1));
+    CHECK(mine && other, "out of memory");
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
         size_t n = bytes / es;
-        // The same iteration count on every rank: ~0.1-0.3 s per size.
+        // The same iteration count on every rank: ~0.1-0.3 s per size unless --iters.
         int iters = (int)(2e7 / (bytes > 20000 ? bytes : 20000));
-        iters = iters < 2 ? 2 : iters > 200 ? 200 : iters;
+        iters = iters < 5 ? 5 : iters > 200 ? 200 : iters;
+        if (iters_flag > 0) iters = iters_flag;
         // A GPU collective returns when its result is complete, so the host clock
         // times it whole.
         if (t.gpu) ctx.ops->memset0(&ctx, buf, n * es);
         else memset(buf, 0, n * es);
-        for (int i = 0; i < 2; i++) run(&t, op, buf, n, dt);  // warm-up
+        for (int i = 0; i < warmup; i++) run(&t, op, buf, n, dt);
         comm_barrier(c, g);
-        double t0 = now_seconds();
-        for (int i = 0; i < iters; i++) run(&t, op, buf, n, dt);
-        double mine[2] = {(now_seconds() - t0) / iters, 0};
-        mine[1] = (double)check(&t, op, buf, host, n, dt);
-        // Slowest rank's time and total #wrong, gathered point to point on rank 0.
+        for (int i = 0; i < iters; i++) {
+            double t0 = now_seconds();
+            run(&t, op, buf, n, dt);
+            mine[i] = now_seconds() - t0;
+        }
+        mine[iters] = (double)check(&t, op, buf, host, n, dt);
+        // Per iteration the slowest rank's time, and the total #wrong, gathered
+        // point to point on rank 0.
         if (r == 0) {
-            double worst = mine[0], wrong = mine[1], other[2];
             for (int q = 1; q < p; q++) {
-                comm_recv(c, g, q, other, sizeof other);
-                if (other[0] > worst) worst = other[0];
-                wrong += other[1];
+                comm_recv(c, g, q, other, sizeof(double) * (iters + 1));
+                for (int i = 0; i < iters; i++) mine[i] = other[i] > mine[i] ? other[i] : mine[i];
+                mine[iters] += other[iters];
             }
+            double wrong = mine[iters], worst = median(mine, iters);
             double algbw = bytes / worst * 1e-9;
             char line[256];
             int len = snprintf(line, sizeof line, " %12zu %12zu %6s %6s %11.2f %8.3f %8.3f %7.0f",
@@ -209,9 +228,11 @@ int main(int argc, char **argv) {
             fflush(stdout);
             if (out) fputs(line, out);
         } else {
-            comm_send(c, g, 0, mine, sizeof mine);
+            comm_send(c, g, 0, mine, sizeof(double) * (iters + 1));
         }
     }
+    free(mine);
+    free(other);
     if (out) fclose(out);
     if (t.gpu) {
         mem_free(&ctx, MEM_WORKSPACE, buf, (max_bytes / es + p) * es);

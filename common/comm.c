@@ -28,6 +28,14 @@ int transport_parse(const char *s, Transport *out) {
     return -1;
 }
 
+static const char *shm_stores_names[] = {"auto", "cached", "streaming"};
+const char *shm_stores_name(ShmStores s) { return s <= SHM_STORES_STREAMING ? shm_stores_names[s] : "?"; }
+int shm_stores_parse(const char *s, ShmStores *out) {
+    for (int i = 0; i <= SHM_STORES_STREAMING; i++)
+        if (strcmp(s, shm_stores_names[i]) == 0) { *out = (ShmStores)i; return 0; }
+    return -1;
+}
+
 int comm_rank(const Comm *c) { return c->rank; }
 int comm_size(const Comm *c) { return c->size; }
 LaunchMode comm_launch_mode(const Comm *c) { return c->launch; }
@@ -131,6 +139,18 @@ static void pin_to_core(int rank, int n) {
     }
 }
 
+// How long a wait spins before yielding its core. With a core per rank, spinning
+// answers within nanoseconds of the peer and costs nobody. With more ranks on
+// this machine than cores, the rank we wait for may be queued behind us on our
+// own core: every microsecond we spin delays it, so yield at once (OpenMPI does
+// the same when oversubscribed: mpi_yield_when_idle).
+static double spin_seconds(int local_ranks, int cpus) { return local_ranks > cpus ? 0 : 20e-6; }
+
+static int online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg) {
     Comm *c = calloc(1, sizeof *c);
     CHECK(c, "out of memory");
@@ -139,6 +159,7 @@ static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg
     c->launch = mode;
     c->transport = cfg->transport;
     c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60.0;
+    c->spin_s = spin_seconds(size, online_cpus());  // the launchers refine it
     c->kill_rank = -1;
     c->kill_seq = -1;
     int ranks[COMM_MAX_RANKS];
@@ -161,6 +182,7 @@ Comm *comm_launch(const CommConfig *cfg) {
               "without MPI (mpicc was not found at build time)");
         CHECK(size <= COMM_MAX_RANKS, "%d ranks: at most %d are supported", size, COMM_MAX_RANKS);
         Comm *c = comm_new(rank, size, LAUNCH_MPIRUN, cfg);
+        c->spin_s = spin_seconds(env_int("OMPI_COMM_WORLD_LOCAL_SIZE", size), online_cpus());
         // The shm channels are mapped before the built-in launcher forks; ranks that
         // mpirun started have no such region, so under mpirun shm means MPI.
         if (cfg->transport == TRANSPORT_TCP) tcp_transport_init(c);
@@ -176,6 +198,7 @@ Comm *comm_launch(const CommConfig *cfg) {
         CHECK(size <= COMM_MAX_RANKS, "WORLD_SIZE=%d: at most %d ranks are supported", size,
               COMM_MAX_RANKS);
         Comm *c = comm_new(rank, size, LAUNCH_TORCHRUN, cfg);
+        c->spin_s = spin_seconds(env_int("LOCAL_WORLD_SIZE", size), online_cpus());
         c->transport = TRANSPORT_TCP;
         tcp_transport_init(c);
         return c;
@@ -184,29 +207,34 @@ Comm *comm_launch(const CommConfig *cfg) {
     CHECK(n <= COMM_MAX_RANKS, "--np %d: at most %d ranks are supported", n, COMM_MAX_RANKS);
     CHECK(cfg->transport == TRANSPORT_SHM, "--transport %s needs mpirun (mpi) or the torchrun "
           "environment (tcp); the built-in launcher uses shm", transport_name(cfg->transport));
-    // The shared region is mapped before fork, so every rank sees the same pages.
+    // The shared region is mapped before fork, so every rank sees the same pages;
+    // populated now, so that no collective pays for allocating them.
     size_t bytes = shm_region_bytes(n);
     void *region = NULL;
     if (n > 1) {
-        region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
+                      -1, 0);
         CHECK(region != MAP_FAILED, "cannot map %zu bytes of shared memory for %d ranks: %s", bytes,
               n, strerror(errno));
     }
     if (n == 1) {
         Comm *c = comm_new(0, 1, LAUNCH_SINGLE, cfg);
-        shm_transport_init(c, NULL, 0);
+        shm_transport_init(c, NULL, 0, cfg->shm_stores);
         return c;
     }
     fflush(stdout);
     fflush(stderr);
     pid_t pids[COMM_MAX_RANKS];
+    cpu_set_t allowed;  // the cores we may use (taskset narrows them)
+    int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : online_cpus();
     for (int r = 0; r < n; r++) {
         pid_t pid = fork();
         CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
         if (pid == 0) {
             pin_to_core(r, n);
             Comm *c = comm_new(r, n, LAUNCH_FORK, cfg);
-            shm_transport_init(c, region, bytes);
+            c->spin_s = spin_seconds(n, cpus);
+            shm_transport_init(c, region, bytes, cfg->shm_stores);
             return c;
         }
         pids[r] = pid;
@@ -351,7 +379,7 @@ void comm_wait(Comm *c, CommRequest **reqs, int n) {
         if (idle > 10e-3) {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
-        } else if (idle > 20e-6) {
+        } else if (idle >= c->spin_s) {
             sched_yield();
         }
         // Every 100 ms: the clock, and the peers we are waiting for.

@@ -57,10 +57,16 @@ typedef struct {
 
 typedef struct Comm Comm;
 
+// How the shm transport copies a message into its channel (comm_shm.c says why):
+// ordinary stores, or streaming stores that write around the cache. Auto streams
+// messages of 4 MiB and more.
+typedef enum { SHM_STORES_AUTO, SHM_STORES_CACHED, SHM_STORES_STREAMING } ShmStores;
+
 typedef struct {
     int np;               // --np: ranks for the built-in launcher (1 = single process)
     double timeout_s;     // every blocking wait gives up after this long
     Transport transport;  // host-buffer transport (shm unless asked otherwise)
+    ShmStores shm_stores; // shm only
 } CommConfig;
 
 // Call once at the top of main, after parsing flags. Decides the launch mode from
@@ -77,6 +83,8 @@ LaunchMode comm_launch_mode(const Comm *c);
 Transport comm_transport(const Comm *c);
 const char *transport_name(Transport t);
 int transport_parse(const char *s, Transport *out);
+const char *shm_stores_name(ShmStores s);                // "auto", "cached", "streaming"
+int shm_stores_parse(const char *s, ShmStores *out);   // 0, or -1 for an unknown name
 double comm_timeout(const Comm *c);
 const Group *comm_world(const Comm *c);
 

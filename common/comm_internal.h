@@ -52,6 +52,7 @@ struct Comm {
     LaunchMode launch;
     Transport transport;
     double timeout_s;
+    double spin_s;         // a wait with nothing moving spins this long, then yields the core
     Group world;
     CommCounter counters[COLL_KINDS];
     // The collective in progress (for headers, counters and diagnostics).
@@ -68,7 +69,7 @@ struct Comm {
 
 // The transports. Each init fills c->ops and c->state; world size and rank are
 // already known from the launcher.
-void shm_transport_init(Comm *c, void *region, size_t region_bytes);
+void shm_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores stores);
 size_t shm_region_bytes(int world);
 void mpi_transport_init(Comm *c);    // comm_mpi.c (or comm_mpi_absent.c without mpicc)
 void tcp_transport_init(Comm *c);    // comm_tcp.c

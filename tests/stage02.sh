@@ -6,6 +6,11 @@
 for n in 1 2 3 4 5 7 8; do
     run "collectives-np$n" "$BUILD/tests/test_collectives" --np "$n" --timeout 30
 done
+# The shm transport's streaming-store copy (used from 4 MiB) on every count, aligned or not.
+for n in 2 3; do
+    run "collectives-np$n-streaming" "$BUILD/tests/test_collectives" --np "$n" --timeout 30 \
+        --shm-stores streaming
+done
 
 # The same under mpirun over the MPI transport, which adds the MPI_Allreduce baseline.
 if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then

@@ -93,11 +93,13 @@ static int supported(int op, Algo a) {
 int main(int argc, char **argv) {
     int np = 1, mismatch = 0, kill_rank = -1, kill_at = 0, stall_rank = -1;
     double timeout = 30;
-    const char *transport = "shm";
+    const char *transport = "shm", *stores = "auto";
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 3600, "seconds any wait may take"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "host transport"),
+        F_CHOICE("--shm-stores", &stores, "auto|cached|streaming", "how shm copies messages in "
+                 "(auto streams only from 4 MiB, beyond the counts here: streaming tests that path)"),
         F_BOOL("--mismatch", &mismatch, "rank 1 calls all-reduce with one element more (must be reported)"),
         F_INT("--kill-rank", &kill_rank, 0, COMM_MAX_RANKS - 1, "this rank kills itself ..."),
         F_INT("--kill-at", &kill_at, 1, 1 << 30, "... at this world collective (sequence number)"),
@@ -107,6 +109,7 @@ int main(int argc, char **argv) {
                 "Checks every collective and algorithm against a serial sum.");
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
+    shm_stores_parse(stores, &cc.shm_stores);
     Comm *c = comm_launch(&cc);
     Group *world = (Group *)comm_world(c);
     int p = comm_size(c), r = comm_rank(c);
@@ -144,7 +147,9 @@ int main(int argc, char **argv) {
                     total[1] += mine[1];
                 }
                 char name[96];
-                snprintf(name, sizeof name, "coll.%s.%s.np%d", coll_op_names[op], algo_name((Algo)a), p);
+                snprintf(name, sizeof name, "coll.%s.%s.np%d%s%s", coll_op_names[op],
+                         algo_name((Algo)a), p, cc.shm_stores != SHM_STORES_AUTO ? "." : "",
+                         cc.shm_stores != SHM_STORES_AUTO ? stores : "");
                 int ok = total[0] == 0 && total[1] == 0;
                 printf("%s %s  %zu counts x fp32/bf16 exact: %ld wrong elements%s\n",
                        ok ? "PASS" : "FAIL", name, NCOUNTS, total[0],
