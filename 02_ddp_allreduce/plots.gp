@@ -18,34 +18,45 @@ do for [n in ranks] {
              with linespoints dashtype 2 title "MPI_Allreduce (OpenMPI)"
 }
 
-# 2. alpha-beta: fit the ring's time t = 2(p-1) alpha + 2 (p-1)/p n beta, per p.
-#    Weighted by 1/t (relative errors): otherwise the largest sizes decide alone
-#    and alpha, fixed by the smallest ones, comes out as noise.
+# 2. alpha-beta: t = 2(p-1) alpha + 2 (p-1)/p n beta, per p. One beta cannot describe
+#    a memory hierarchy: while the buffers fit in the caches (here up to a few MiB)
+#    the bytes move at cache speed, beyond it at memory speed. So two fits:
+#    alpha and beta_cache on sizes <= 2 MiB, weighted by 1/t (relative errors,
+#    otherwise the largest sizes decide alone and alpha comes out as noise); then
+#    beta_mem on sizes >= 32 MiB with that alpha.
 set fit quiet
 set fit logfile "/dev/null"
 set print sprintf("%s/alpha_beta.txt", dir)
-print "# ring all-reduce, t(n) = 2(p-1) alpha + 2 (p-1)/p n beta, least squares on relative error over all sizes"
+print "# ring all-reduce, t(n) = 2(p-1) alpha + 2 (p-1)/p n beta; alpha and beta_cache fitted on"
+print "# sizes <= 2 MiB (relative error), beta_mem on sizes >= 32 MiB with that alpha"
 set output sprintf("%s/alpha_beta.png", dir)
 set title "ring all-reduce: measured time and the fitted alpha-beta model"
 set ylabel "time (us)"
 set logscale y 10
 set key top left
 array A[words(ranks)]
-array Bt[words(ranks)]
+array Bc[words(ranks)]
+array Bm[words(ranks)]
 do for [i = 1:words(ranks)] {
     p = word(ranks, i) + 0
+    file = sprintf("%s/allreduce_ring_np%d.txt", dir, p)
     alpha = 1.0; beta = 1e-3
     f(x) = 2 * (p - 1) * alpha + 2.0 * (p - 1) / p * x * beta
-    fit f(x) sprintf("%s/allreduce_ring_np%d.txt", dir, p) using 1:5:5 yerror via alpha, beta
-    A[i] = alpha; Bt[i] = beta
-    print sprintf("np %d: alpha = %.2f us per message, beta = %.4f ns per byte (1/beta = %.2f GB/s)", \
-                  p, alpha, beta * 1e3, 1e-3 / beta)
+    fit [:2097152] f(x) file using 1:5:5 yerror via alpha, beta
+    A[i] = alpha; Bc[i] = beta
+    fit [33554432:] f(x) file using 1:5:5 yerror via beta
+    Bm[i] = beta
+    print sprintf("np %d: alpha = %.2f us per message; in cache beta = %.4f ns/B (1/beta = %.2f GB/s); " . \
+                  "from memory beta = %.4f ns/B (1/beta = %.2f GB/s)", \
+                  p, A[i], Bc[i] * 1e3, 1e-3 / Bc[i], Bm[i] * 1e3, 1e-3 / Bm[i])
 }
 set print
 plot for [i = 1:words(ranks)] sprintf("%s/allreduce_ring_np%s.txt", dir, word(ranks, i)) \
-         using 1:5 with points pointtype 7 title sprintf("measured, %s ranks", word(ranks, i)), \
-     for [i = 1:words(ranks)] 2 * (word(ranks, i) - 1) * A[i] + 2.0 * (word(ranks, i) - 1) / word(ranks, i) * x * Bt[i] \
-         with lines title sprintf("model, %s ranks", word(ranks, i))
+         using 1:5 with points pointtype 7 linecolor i title sprintf("measured, %s ranks", word(ranks, i)), \
+     for [i = 1:words(ranks)] 2 * (word(ranks, i) - 1) * A[i] + 2.0 * (word(ranks, i) - 1) / word(ranks, i) * x * Bc[i] \
+         with lines linecolor i title sprintf("model in cache, %s ranks", word(ranks, i)), \
+     for [i = 1:words(ranks)] 2 * (word(ranks, i) - 1) * A[i] + 2.0 * (word(ranks, i) - 1) / word(ranks, i) * x * Bm[i] \
+         with lines dashtype 2 linecolor i title sprintf("model from memory, %s ranks", word(ranks, i))
 
 # 3. DDP throughput against ranks.
 unset logscale
