@@ -29,7 +29,6 @@ int transport_parse(const char *s, Transport *out) {
 }
 
 static const char *shm_stores_names[] = {"auto", "cached", "streaming"};
-const char *shm_stores_name(ShmStores s) { return s <= SHM_STORES_STREAMING ? shm_stores_names[s] : "?"; }
 int shm_stores_parse(const char *s, ShmStores *out) {
     for (int i = 0; i <= SHM_STORES_STREAMING; i++)
         if (strcmp(s, shm_stores_names[i]) == 0) { *out = (ShmStores)i; return 0; }

@@ -83,8 +83,7 @@ LaunchMode comm_launch_mode(const Comm *c);
 Transport comm_transport(const Comm *c);
 const char *transport_name(Transport t);
 int transport_parse(const char *s, Transport *out);
-const char *shm_stores_name(ShmStores s);                // "auto", "cached", "streaming"
-int shm_stores_parse(const char *s, ShmStores *out);   // 0, or -1 for an unknown name
+int shm_stores_parse(const char *s, ShmStores *out);  // "auto", "cached", "streaming": 0, else -1
 double comm_timeout(const Comm *c);
 const Group *comm_world(const Comm *c);
 

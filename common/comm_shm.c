@@ -83,9 +83,6 @@ static void copy_streaming(unsigned char *dst, const unsigned char *src, size_t 
     if (lead > len) lead = len;
     memcpy(dst, src, lead);
     size_t i = lead;
-    for (; i + 64 <= len; i += 64)
-        for (int k = 0; k < 64; k += 16)
-            _mm_stream_si128((__m128i *)(dst + i + k), _mm_loadu_si128((const __m128i *)(src + i + k)));
     for (; i + 16 <= len; i += 16)
         _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
     memcpy(dst + i, src + i, len - i);
