@@ -10,9 +10,16 @@
 #   make bench-core      our tokens/s against PyTorch's, and against the sgemm ceiling
 #   make stage-N         a stage on the reference: tests, demo, benchmark, plots
 #   make grade-N         the stage's tests against your exercises/ (PART=name for one part)
+#   make report          every stage's numbers against its targets: $(RESULTS)/REPORT.md
+#
+# Where measurements go: RESULTS=runs (the default, untracked) for your runs;
+# results/ holds the course's own measured run, which the lessons quote. Only a
+# maintainer rewrites it: make stage-N RESULTS=results (scripts/plot.sh DIR redraws
+# a folder's figures from its data without measuring again).
 
 CC        ?= gcc
 BUILD     ?= build
+RESULTS   ?= runs
 OPT       ?= -O3 -march=native
 CFLAGS    ?= $(OPT) -g
 # -fno-math-errno lets sqrtf vectorize; -fopenmp-simd enables `omp simd` reductions
@@ -42,14 +49,22 @@ else
   CORE_OBJS += $(BUILD)/common/comm_mpi_absent.o
 endif
 
+# CUDA: the backend, the GPU collectives (comm_cuda*.cu) and the probe's query
+# are nvcc's; without nvcc their *_absent.c stand-ins say so at run time. The
+# probe's meaning (cuda_probe.c: skip or fail, which GPU a rank takes) is C, in
+# every build.
+CUDA_SRCS := ops_cuda ops_cuda_layers comm_cuda comm_cuda_nccl comm_cuda_ipc cuda_query
+CUDA_OBJS := $(CUDA_SRCS:%=$(BUILD)/common/%.o)
+CORE_OBJS += $(BUILD)/common/cuda_probe.o
 ifneq ($(NVCC),)
-  CORE_OBJS += $(BUILD)/common/ops_cuda.o $(BUILD)/common/comm_cuda.o
+  CORE_OBJS += $(CUDA_OBJS)
   LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 \
                -Wl,-rpath,$(NCCL_HOME)/lib -lcublas -lcudart -lnccl -lstdc++
   CFLAGS    += -I$(CUDA_HOME)/include
   HAVE_CUDA := yes
 else
-  CORE_OBJS += $(BUILD)/common/ops_cuda_absent.o $(BUILD)/common/comm_cuda_absent.o
+  CORE_OBJS += $(BUILD)/common/ops_cuda_absent.o $(BUILD)/common/comm_cuda_absent.o \
+               $(BUILD)/common/cuda_query_absent.o
   HAVE_CUDA := no
 endif
 
@@ -89,11 +104,7 @@ $(BUILD)/common/comm_mpi.o: common/comm_mpi.c common/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
-$(BUILD)/common/ops_cuda.o: common/ops_cuda.cu common/*.h common/*.cuh
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-
-$(BUILD)/common/comm_cuda.o: common/comm_cuda.cu common/*.h common/*.cuh
+$(CUDA_OBJS): $(BUILD)/common/%.o: common/%.cu common/*.h common/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -114,12 +125,14 @@ check: test
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory grade-check
 
-# make grade-N [PART=name]: the stage's tests against your exercises/, a score per part.
+# make grade-N [PART=name]: the stage's tests against your exercises/, a score per
+# part; fails (non-zero status) unless the score is full.
 grade-%:
 	@$(MAKE) --no-print-directory EX=1 BUILD=build-ex all
 	@BUILD=build-ex bash scripts/grade.sh $* $(PART)
 
-# The graders are tested too: the reference scores full marks, pristine starters 0.
+# The graders are tested too: the reference scores full marks, the pristine starters
+# 0, and every mutant in tests/mutants/ (a typical mistake) loses its part's marks.
 grade-check: all
 	@$(MAKE) --no-print-directory EX=1 BUILD=build-ex all
 	@bash scripts/grade_check.sh
@@ -138,11 +151,12 @@ gpu-test: all
 	@BUILD=$(BUILD) bash tests/run.sh gpu
 
 bench-core: all
-	@BUILD=$(BUILD) bash scripts/bench_core.sh
+	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash scripts/bench_core.sh
 
-# Every stage's tables and figures in one markdown file (run the stages first).
+# Every stage's headline numbers against its targets, then its tables and figures,
+# in $(RESULTS)/REPORT.md: your runs where you made them, else the committed ones.
 report:
-	@bash scripts/report.sh
+	@RESULTS=$(RESULTS) bash scripts/report.sh
 
 clean:
-	rm -rf build build-san build-ex
+	rm -rf build build-san build-ex build-mut

@@ -1,6 +1,7 @@
 # Stage 01 — the memory wall. Included by the top-level Makefile.
 #
-#   make stage-1     tests, measured vs predicted, the OOM at step zero, plots
+#   make stage-1     tests, measured vs predicted, the OOM at step zero, plots, into
+#                    $(RESULTS)/01_memory_wall/ (runs/; RESULTS=results: the committed run)
 #   make grade-1     the same tests against 01_memory_wall/exercises/ (PART=name)
 #
 # memory_model.c is the graded file (EX=1 swaps in exercises/memory_model.c);
@@ -25,4 +26,4 @@ $(BUILD)/tests/test_memory_model: $(BUILD)/tests/test_memory_model.o $(MM_OBJS) 
 
 .PHONY: stage-1
 stage-1: $(STAGE01_BINS) $(BUILD)/train
-	@BUILD=$(BUILD) bash 01_memory_wall/stage.sh
+	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash 01_memory_wall/stage.sh

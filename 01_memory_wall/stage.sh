@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # stage.sh — `make stage-1`: the tests, the measured-vs-predicted table, the OOM at
-# step zero, and the plots. Writes results/01_memory_wall/.
+# step zero, and the plots. Writes $RESULTS/01_memory_wall/: runs/ by default (yours,
+# untracked); results/ holds the course's own run, which the lesson quotes
+# (`make stage-1 RESULTS=results` rewrites it: maintainers only).
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-R=results/01_memory_wall
+. scripts/run_info.sh
+R=$RESULTS/01_memory_wall
 mkdir -p "$R"
-machine="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n1), $(nproc) cores, $(free -m | awk '/^Mem:/{printf "%.0f", $2/1024}') GiB"
+rm -f "$R/run.info"  # written again once the data are complete
+machine=$(machine_desc)
 
 echo "== stage 01 tests"
 BUILD=$BUILD bash tests/run.sh stage01
@@ -44,9 +48,7 @@ echo
 echo "== plot data and plots"
 "$BUILD/memcalc" --sweep breakdown >"$R/breakdown.dat"
 "$BUILD/memcalc" --preset llama2-7b --sweep seq >"$R/act_vs_seq.dat"
-if command -v gnuplot >/dev/null; then
-    gnuplot -e "dir='$R'" 01_memory_wall/plots.gp
-    ls -l "$R"/*.png
-else
-    echo "gnuplot not found: data written to $R, plots skipped (scripts/install-deps.sh installs it)"
-fi
+write_run_info "$R" "make stage-1"
+bash scripts/plot.sh "$R"
+echo
+outputs_note "$R"

@@ -130,6 +130,7 @@ int main(int argc, char **argv) {
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
     shm_stores_parse(stores_s, &cc.shm_stores);
+    if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: once, not in every rank
     Comm *c = comm_launch(&cc);
     Group *g = (Group *)comm_world(c);
     int p = g->size, r = g->rank;

@@ -8,7 +8,8 @@
 // Each rank trains on its own --batch sequences; the global batch is np x batch.
 // The loop is common/trainer.c; DDP adds two hooks (ddp.c).
 //
-// With --device cuda each rank takes GPU (LOCAL_RANK or rank) mod (GPUs), and
+// With --device cuda each rank takes GPU (local rank) mod (GPUs) (gpu_pick_device:
+// LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, else the rank), and
 // the gradients move between GPUs without touching the host (--gpu-comm): NCCL
 // when every rank has a GPU of its own, our ring over CUDA IPC when ranks share
 // one (NCCL refuses that). --gpu-comm host copies them to host memory instead
@@ -51,6 +52,9 @@ int main(int argc, char **argv) {
         flags_fail("--gpu-comm %s needs --device cuda", gpu_comm);
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
+    // Before the fork: a broken GPU, or ranks that would share a GPU whose compute
+    // mode forbids it, is refused once here, not by every rank after it.
+    if (dev == DEV_CUDA) gpu_check_launch(np);
     Comm *c = comm_launch(&cc);  // from here on, this is one rank of many
 
     // CUDA is touched only now, in each rank: it does not survive the launcher's fork.
@@ -78,7 +82,8 @@ int main(int argc, char **argv) {
         snprintf(label, sizeof label, "DDP over %d rank%s (%s all-reduce, %s%s)", ctx.world,
                  ctx.world == 1 ? "" : "s", algo_name(al), transport_name(comm_transport(c)),
                  dev == DEV_CUDA ? ", gradients staged through host memory" : "");
-    TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .sync_grads = sync_grads,
+    TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
+                    .local_cores = comm_local_cores(c), .sync_grads = sync_grads,
                     .sync_params = sync_params, .arg = &d, .label = label};
     train_run(&a, &ctx, &h);
     const CommCounter *k = comm_counters(c);

@@ -1,22 +1,61 @@
-# plots.gp — stage 02's figures from the files run_stage.sh wrote.
-#   gnuplot -e "dir='results/02_ddp_allreduce'; ranks='2 4 8'; mpi=1" plots.gp
+# plots.gp — stage 02's figures from the files run_stage.sh wrote. scripts/plot.sh
+# runs it with the folder, the rank counts, and the machine and date of the data:
+#   gnuplot -e "dir='runs/02_ddp_allreduce'; ranks='2 4 8'; mpi=1; machine='...'; run_date='...'" plots.gp
+if (!exists("machine")) machine = "machine not recorded"
+if (!exists("run_date")) run_date = "date not recorded"
 set terminal pngcairo size 900,600 noenhanced font ",11"
+set encoding utf8
+set micro          # %c writes µ (not u) for 1e-6
 set grid
 set key top left
 set logscale x 2
-set format x "%.0b%BB"
 set xlabel "message size"
+# Every 8x, in the units people say (gnuplot's %b format prints "32  B", "1kiB").
+set xtics ("4 B" 4, "32 B" 32, "256 B" 256, "2 KiB" 2048, "16 KiB" 16384, "128 KiB" 131072, \
+           "1 MiB" 1048576, "8 MiB" 8388608, "64 MiB" 67108864)
+# Every figure says where its data come from, in a footer under the axis label.
+footer = sprintf("measured on %s, %s", machine, run_date)
+FOOT = 'at screen 0.99, screen 0.012 right font ",9" textcolor rgb "#444444"'
+set bmargin 5
 
-# 1. busbw against size, per algorithm (nccl-tests columns: 1 size, 5 time us, 7 busbw)
+# 1. busbw and time against size, per algorithm (nccl-tests columns: 1 size, 5 time us,
+#    7 busbw). busbw is recomputed from the time, busbw = size/time x 2(p-1)/p as
+#    nccl-tests defines it: the files print it with 3 decimals, which is 0.000 for
+#    small messages on 4 and 8 ranks, and a log axis cannot show 0. The log axis is
+#    what makes small messages visible at all; the lower panel shows their latency.
+bw(size, us, p) = size / (us * 1e3) * 2.0 * (p - 1) / p
 do for [n in ranks] {
+    p = n + 0
     set output sprintf("%s/busbw_np%s.png", dir, n)
-    set title sprintf("all-reduce bus bandwidth, %s ranks on this CPU (shared memory)", n)
-    set ylabel "busbw (GB/s)"
+    set terminal pngcairo size 900,900 noenhanced font ",11"
+    set multiplot layout 2,1 title sprintf("all-reduce on %s ranks of one machine (shared memory)", n)
+    set title "bus bandwidth (higher is better)"
+    set ylabel "busbw (log scale)"
+    set logscale y 10
+    set format y "%.0s %cB/s"  # 1 GB/s, 100 MB/s, ... (plotted in B/s)
+    unset xlabel
+    set bmargin 2
     plot for [a in "naive ring rd"] sprintf("%s/allreduce_%s_np%s.txt", dir, a, n) \
-             using 1:7 with linespoints title a, \
-         (mpi ? sprintf("%s/allreduce_mpi_np%s.txt", dir, n) : 1/0) using 1:7 \
+             using 1:(bw($1, $5, p) * 1e9) with linespoints title a, \
+         (mpi ? sprintf("%s/allreduce_mpi_np%s.txt", dir, n) : 1/0) using 1:(bw($1, $5, p) * 1e9) \
              with linespoints dashtype 2 title "MPI_Allreduce (OpenMPI)"
+    set title "time per call (lower is better)"
+    set ylabel "time per call (log scale)"
+    set format y "%.0s %cs"  # the files hold microseconds; plotted in seconds: 100 ns, 1 ms, ...
+    set xlabel "message size"
+    set bmargin 5
+    set label 100 footer @FOOT  # in the last panel only: a multiplot draws labels with each
+    plot for [a in "naive ring rd"] sprintf("%s/allreduce_%s_np%s.txt", dir, a, n) \
+             using 1:($5 * 1e-6) with linespoints title a, \
+         (mpi ? sprintf("%s/allreduce_mpi_np%s.txt", dir, n) : 1/0) using 1:($5 * 1e-6) \
+             with linespoints dashtype 2 title "MPI_Allreduce (OpenMPI)"
+    unset multiplot
+    unset label 100
+    set format y "%g"
 }
+set terminal pngcairo size 900,600 noenhanced font ",11"
+set label 100 footer @FOOT
+set bmargin 5
 
 # 2. alpha-beta: t = 2(p-1) alpha + 2 (p-1)/p n beta, per p. One beta cannot describe
 #    a memory hierarchy: while the buffers fit in the caches (here up to a few MiB)
@@ -31,7 +70,8 @@ print "# ring all-reduce, t(n) = 2(p-1) alpha + 2 (p-1)/p n beta; alpha and beta
 print "# sizes <= 2 MiB (relative error), beta_mem on sizes >= 32 MiB with that alpha"
 set output sprintf("%s/alpha_beta.png", dir)
 set title "ring all-reduce: measured time and the fitted alpha-beta model"
-set ylabel "time (us)"
+set ylabel "time per call (log scale)"
+set format y "%.0s %cs"  # fitted in microseconds, plotted in seconds
 set logscale y 10
 set key top left
 array A[words(ranks)]
@@ -44,30 +84,43 @@ do for [i = 1:words(ranks)] {
     f(x) = 2 * (p - 1) * alpha + 2.0 * (p - 1) / p * x * beta
     fit [:2097152] f(x) file using 1:5:5 yerror via alpha, beta
     A[i] = alpha; Bc[i] = beta
-    fit [33554432:] f(x) file using 1:5:5 yerror via beta
-    Bm[i] = beta
-    print sprintf("np %d: alpha = %.2f us per message; in cache beta = %.4f ns/B (1/beta = %.2f GB/s); " . \
-                  "from memory beta = %.4f ns/B (1/beta = %.2f GB/s)", \
-                  p, A[i], Bc[i] * 1e3, 1e-3 / Bc[i], Bm[i] * 1e3, 1e-3 / Bm[i])
+    stats file using 1 nooutput
+    if (STATS_max >= 33554432) {
+        fit [33554432:] f(x) file using 1:5:5 yerror via beta
+        Bm[i] = beta
+        print sprintf("np %d: alpha = %.2f us per message; in cache beta = %.4f ns/B (1/beta = %.2f GB/s); " . \
+                      "from memory beta = %.4f ns/B (1/beta = %.2f GB/s)", \
+                      p, A[i], Bc[i] * 1e3, 1e-3 / Bc[i], Bm[i] * 1e3, 1e-3 / Bm[i])
+    } else {  # a QUICK=1 sweep stops at 16 MiB: nothing to fit from memory
+        Bm[i] = NaN
+        print sprintf("np %d: alpha = %.2f us per message; in cache beta = %.4f ns/B (1/beta = %.2f GB/s); " . \
+                      "from memory: not fitted (sizes up to %.0f B only; the fit needs >= 32 MiB)", \
+                      p, A[i], Bc[i] * 1e3, 1e-3 / Bc[i], STATS_max)
+    }
 }
 set print
 plot for [i = 1:words(ranks)] sprintf("%s/allreduce_ring_np%s.txt", dir, word(ranks, i)) \
-         using 1:5 with points pointtype 7 linecolor i title sprintf("measured, %s ranks", word(ranks, i)), \
-     for [i = 1:words(ranks)] 2 * (word(ranks, i) - 1) * A[i] + 2.0 * (word(ranks, i) - 1) / word(ranks, i) * x * Bc[i] \
+         using 1:($5 * 1e-6) with points pointtype 7 linecolor i title sprintf("measured, %s ranks", word(ranks, i)), \
+     for [i = 1:words(ranks)] (2 * (word(ranks, i) - 1) * A[i] + 2.0 * (word(ranks, i) - 1) / word(ranks, i) * x * Bc[i]) * 1e-6 \
          with lines linecolor i title sprintf("model in cache, %s ranks", word(ranks, i)), \
-     for [i = 1:words(ranks)] 2 * (word(ranks, i) - 1) * A[i] + 2.0 * (word(ranks, i) - 1) / word(ranks, i) * x * Bm[i] \
-         with lines dashtype 2 linecolor i title sprintf("model from memory, %s ranks", word(ranks, i))
+     for [i = 1:words(ranks)] (2 * (word(ranks, i) - 1) * A[i] + 2.0 * (word(ranks, i) - 1) / word(ranks, i) * x * Bm[i]) * 1e-6 \
+         with lines dashtype 2 linecolor i \
+         title (Bm[i] == Bm[i] ? sprintf("model from memory, %s ranks", word(ranks, i)) : "")
+set format y "%g"
 
 # 3. DDP throughput against ranks.
 unset logscale
 set format x "%g"
+set xtics autofreq
 set output sprintf("%s/ddp_scaling.png", dir)
-set title "DDP on this CPU: tokens/s against ranks (small preset, batch 4 per rank)"
+set title "DDP on one machine: tokens/s against ranks (small preset, batch 4 per rank)"
 set xlabel "ranks"
 set ylabel "tokens/s"
 set xtics 1
+set yrange [0:*]  # from zero: the gap to linear scaling at its true size
 set key top left
-stats sprintf("%s/ddp_scaling.txt", dir) using 2 nooutput
-base = STATS_min
+# linear from the 1-rank rate (not the slowest: on a busy machine that may be another)
+stats sprintf("%s/ddp_scaling.txt", dir) using ($1 == 1 ? $2 : NaN) nooutput
+base = STATS_max
 plot sprintf("%s/ddp_scaling.txt", dir) using 1:2 with linespoints pointtype 7 title "measured", \
      sprintf("%s/ddp_scaling.txt", dir) using 1:($1 * base) with lines dashtype 2 title "linear scaling"

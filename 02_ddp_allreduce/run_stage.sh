@@ -4,19 +4,24 @@
 #
 #   1. DDP demo: 4 ranks train the small GPT on the CPU.
 #   2. Sweep: every all-reduce algorithm, and MPI_Allreduce under mpirun, from 4 B to
-#      256 MiB on 2, 4 and 8 ranks; nccl-tests columns into results/02_ddp_allreduce/.
+#      256 MiB on 2, 4 and 8 ranks; nccl-tests columns into $RESULTS/02_ddp_allreduce/
+#      (RESULTS=runs by default: yours, untracked; results/ holds the course's own run,
+#      which the lesson quotes: `make stage-2 RESULTS=results` rewrites it).
 #   3. Ring vs MPI_Allreduce at >= 16 MiB on 2 ranks, alternating, 5 rounds, medians
 #      (the target), beside the ring with ordinary (cached) stores: on a VM whose two
 #      vCPUs the hypervisor moves between cache complexes, that one is fast or ~3x
 #      slower from one second to the next. Medians over rounds, never one run.
 #   4. DDP tokens/s against the number of ranks.
-#   5. gnuplot: busbw vs size; the alpha-beta fit vs the measured ring; DDP scaling.
+#   5. gnuplot (scripts/plot.sh): busbw and time vs size; the alpha-beta fit vs the
+#      measured ring; DDP scaling; each figure labelled with the machine and the date.
 # QUICK=1 shortens everything (fewer sizes and ranks) for a smoke run.
 set -eu
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-out=results/02_ddp_allreduce
+. scripts/run_info.sh
+out=$RESULTS/02_ddp_allreduce
 mkdir -p "$out"
+rm -f "$out/run.info"  # written again once the data are complete
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Bind like our launcher does: one core per rank when they fit, nothing when oversubscribed.
 cores=$(getconf _NPROCESSORS_ONLN)
@@ -27,6 +32,9 @@ have_mpi=0
 command -v mpirun >/dev/null && [ -n "$(command -v mpicc)" ] && have_mpi=1
 ranks="2 4 8"; max=256MiB; ddp_steps=30
 if [ "${QUICK:-0}" = 1 ]; then ranks="2"; max=16MiB; ddp_steps=6; fi
+# A QUICK run must not leave a full run's files for the ranks it skipped beside its
+# own: the plots and the report take whatever files are there as one run.
+rm -f "$out"/allreduce_*_np*.txt "$out"/ring_vs_mpi*.txt
 
 echo "== DDP demo: 4 ranks, small preset, CPU =="
 "$BUILD/ddp_train" --np 4 --preset small --batch 4 --steps "$ddp_steps" --lr 1e-3 --log-every 5 \
@@ -49,7 +57,8 @@ done
 if [ "$have_mpi" = 1 ]; then
     echo "== target: hand-written ring vs MPI_Allreduce, 2 ranks, >= 16 MiB, alternating =="
     echo "   (ring: the default, streaming stores from 4 MiB; ring-cached: --shm-stores cached)"
-    : >"$out/ring_vs_mpi.txt"
+    echo "# algorithm round size(B) busbw(GB/s): every round of the alternating ring vs MPI runs" \
+        >"$out/ring_vs_mpi.txt"
     for round in 1 2 3 4 5; do
         for stores in auto cached; do
             name=ring; [ "$stores" = cached ] && name=ring-cached
@@ -61,7 +70,7 @@ if [ "$have_mpi" = 1 ]; then
             --max-bytes "$max" | awk -v r=$round '!/^#/ {print "mpi", r, $1, $7}' >>"$out/ring_vs_mpi.txt"
     done
     # median busbw per (algorithm, size) over the rounds, then the ratio per size
-    awk '{v[$1" "$3] = v[$1" "$3] " " $4} END {for (k in v) print k, v[k]}' "$out/ring_vs_mpi.txt" |
+    awk '!/^#/ {v[$1" "$3] = v[$1" "$3] " " $4} END {for (k in v) print k, v[k]}' "$out/ring_vs_mpi.txt" |
         while read -r algo size runs; do
             printf '%s %s %s\n' "$algo" "$size" "$(printf '%s\n' $runs | sort -g | sed -n 3p)"
         done | awk '
@@ -70,7 +79,8 @@ if [ "$have_mpi" = 1 ]; then
                         "ring/MPI";
                  for (s in r) if (s in m) printf "%12d %10.3f %12.3f %10.3f %11.2f\n", s, r[s], c[s],
                                                  m[s], r[s] / m[s]}' |
-        sort -k1,1n | tee "$out/ring_vs_mpi_summary.txt"
+        sort -k1,1n | { echo "# busbw in GB/s, the median of the 5 rounds; ring/MPI: the ratio of the medians"
+                        cat; } | tee "$out/ring_vs_mpi_summary.txt"
 fi
 
 echo "== DDP scaling: tokens/s vs ranks (small preset, batch 4 per rank) =="
@@ -83,11 +93,8 @@ for n in 1 2 4; do
     echo "$n $tps $ms" | tee -a "$out/ddp_scaling.txt"
 done
 
-if command -v gnuplot >/dev/null; then
-    gnuplot -e "dir='$out'; ranks='$ranks'; mpi=$have_mpi" 02_ddp_allreduce/plots.gp 2>"$out/fit.log" || {
-        cat "$out/fit.log"; exit 1; }
-    grep -E '^(alpha|beta|np)' "$out/alpha_beta.txt" || true
-    echo "plots: $(ls "$out"/*.png | tr '\n' ' ')"
-else
-    echo "gnuplot not found: plots skipped (scripts/install-deps.sh installs it)"
-fi
+write_run_info "$out" "make stage-2$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1: 2 ranks, up to 16 MiB, 6 DDP steps)')"
+bash scripts/plot.sh "$out"
+[ -f "$out/alpha_beta.txt" ] && grep -E '^(alpha|beta|np)' "$out/alpha_beta.txt" || true
+echo
+outputs_note "$out"

@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "comm_internal.h"
+#include "perf.h"
 #include "timer.h"
 
 static const char *kind_names[COLL_KINDS] = {"point-to-point", "barrier", "all-reduce",
@@ -40,7 +41,10 @@ int comm_size(const Comm *c) { return c->size; }
 LaunchMode comm_launch_mode(const Comm *c) { return c->launch; }
 Transport comm_transport(const Comm *c) { return c->transport; }
 double comm_timeout(const Comm *c) { return c->timeout_s; }
+size_t comm_channel_bytes(const Comm *c) { return c->channel_bytes; }
 const Group *comm_world(const Comm *c) { return &c->world; }
+int comm_local_size(const Comm *c) { return c->local_size; }
+int comm_local_cores(const Comm *c) { return c->local_cores; }
 
 // ---------------------------------------------------------------- launching
 
@@ -150,6 +154,14 @@ static int online_cpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
+// Ranks started by mpirun or torchrun see only their own binding. Each may be
+// bound to other cores than ours, so together they may use up to local_size times
+// our mask, never more than the machine has.
+static void set_local(Comm *c, int local_size) {
+    c->local_size = local_size > 0 ? local_size : 1;
+    c->local_cores = usable_cores(c->local_size, cores_available(), online_cpus());
+}
+
 static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg) {
     Comm *c = calloc(1, sizeof *c);
     CHECK(c, "out of memory");
@@ -159,6 +171,8 @@ static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg
     c->transport = cfg->transport;
     c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60.0;
     c->spin_s = spin_seconds(size, online_cpus());  // the launchers refine it
+    c->local_size = size;                           // the launchers refine these too
+    c->local_cores = cores_available();
     c->kill_rank = -1;
     c->kill_seq = -1;
     int ranks[COMM_MAX_RANKS];
@@ -182,6 +196,7 @@ Comm *comm_launch(const CommConfig *cfg) {
         CHECK(size <= COMM_MAX_RANKS, "%d ranks: at most %d are supported", size, COMM_MAX_RANKS);
         Comm *c = comm_new(rank, size, LAUNCH_MPIRUN, cfg);
         c->spin_s = spin_seconds(env_int("OMPI_COMM_WORLD_LOCAL_SIZE", size), online_cpus());
+        set_local(c, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", size));
         // The shm channels are mapped before the built-in launcher forks; ranks that
         // mpirun started have no such region, so under mpirun shm means MPI.
         if (cfg->transport == TRANSPORT_TCP) tcp_transport_init(c);
@@ -198,6 +213,7 @@ Comm *comm_launch(const CommConfig *cfg) {
               COMM_MAX_RANKS);
         Comm *c = comm_new(rank, size, LAUNCH_TORCHRUN, cfg);
         c->spin_s = spin_seconds(env_int("LOCAL_WORLD_SIZE", size), online_cpus());
+        set_local(c, env_int("LOCAL_WORLD_SIZE", size));
         c->transport = TRANSPORT_TCP;
         tcp_transport_init(c);
         return c;
@@ -233,6 +249,7 @@ Comm *comm_launch(const CommConfig *cfg) {
             pin_to_core(r, n);
             Comm *c = comm_new(r, n, LAUNCH_FORK, cfg);
             c->spin_s = spin_seconds(n, cpus);
+            c->local_cores = cpus;  // all the launcher had, not the one core this rank is pinned to
             shm_transport_init(c, region, bytes, cfg->shm_stores);
             return c;
         }
@@ -452,7 +469,15 @@ static void describe(const Comm *c, const CommRequest *r, char *buf, size_t n) {
 void comm_die_waiting(Comm *c, const CommRequest *r, const char *why) {
     char d[320];
     describe(c, r, d, sizeof d);
-    if (strcmp(why, "timeout") == 0) DIE("timeout after %.1f s in %s", c->timeout_s, d);
+    // The usual causes, in the order they happen to people writing collectives.
+    if (strcmp(why, "timeout") == 0) {
+        char chan[64] = "";
+        if (c->channel_bytes) snprintf(chan, sizeof chan, " %zu-byte", c->channel_bytes);
+        DIE("timeout after %.1f s in %s. Usual causes: a rank waited for its send before posting "
+            "its receive (post both, then wait for both: a message larger than the transport's%s "
+            "buffer cannot finish until the peer receives it); the ranks called different "
+            "collectives, counts or peers; or a rank is stuck or dead", c->timeout_s, d, chan);
+    }
     DIE("%s, in %s", why, d);
 }
 

@@ -85,7 +85,19 @@ const char *transport_name(Transport t);
 int transport_parse(const char *s, Transport *out);
 int shm_stores_parse(const char *s, ShmStores *out);  // "auto", "cached", "streaming": 0, else -1
 double comm_timeout(const Comm *c);
+// Bytes a send can hand to the transport before its receiver has taken any: the
+// shm channel's capacity (0 when the transport does not say). A message larger
+// than this completes only while the peer receives it, so a rank that waits for
+// its send before posting its own receive deadlocks with a neighbour doing the
+// same; the tests size their messages past it to catch that ordering.
+size_t comm_channel_bytes(const Comm *c);
 const Group *comm_world(const Comm *c);
+// The ranks of this job on this machine (the built-in launcher's --np; under
+// mpirun OMPI_COMM_WORLD_LOCAL_SIZE, under torchrun LOCAL_WORLD_SIZE; else the
+// world), and the cores they may run on together: the launcher's affinity before
+// it pins ranks to cores (CPU MFU counts these, not the ranks).
+int comm_local_size(const Comm *c);
+int comm_local_cores(const Comm *c);
 
 // Groups. comm_group_new builds the group of world ranks `ranks[0..n)`; every
 // member must call it (with the same list). comm_mesh builds the three groups

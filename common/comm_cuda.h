@@ -14,7 +14,7 @@
 //             ring all-reduce of ring.c then runs on device memory: step k reads
 //             the left neighbour's shard straight out of its outbox and adds it
 //             into ours with a kernel; small host messages say "my shard for
-//             step k is ready". The protocol is documented in comm_cuda.cu.
+//             step k is ready". The protocol is documented in comm_cuda_ipc.cu.
 //
 // Both sit behind one object, GpuComm, which the caller creates once per group
 // and passes to every GPU collective. The collectives have the semantics of
@@ -26,11 +26,13 @@
 //
 // CUDA does not survive fork: a process that has touched CUDA must not fork
 // ranks afterwards. So: comm_launch first, then ctx_init_device in every rank. To
-// ask "is there a GPU?" before launching, use gpu_probe_devices (it asks in a
-// child process).
+// ask "is there a GPU?" before launching, use cuda_probe_forked (cuda_probe.h:
+// it asks in a child process) or gpu_check_launch.
 //
-// Builds without nvcc link comm_cuda_absent.c instead: gpu_probe_devices says 0
-// and everything else stops with "this build has no CUDA".
+// The code: comm_cuda.cu (the object, waiting, placement, the API),
+// comm_cuda_nccl.cu, comm_cuda_ipc.cu; which GPU a rank takes is cuda_probe.c's.
+// Builds without nvcc link comm_cuda_absent.c instead: everything here that
+// needs a GPU stops with "this build has no CUDA".
 #pragma once
 #include <stddef.h>
 
@@ -51,14 +53,20 @@ const char *gpu_algo_name(GpuAlgo a);  // "auto", "nccl", "ipc"
 
 typedef struct GpuComm GpuComm;
 
-// CUDA devices visible to this process, counted in a short-lived child process
-// so that this one has not initialized CUDA and may still fork ranks. 0 when
-// there is no driver, no device, or no CUDA in this build.
-int gpu_probe_devices(void);
+// Before launching N ranks with --device cuda (the built-in launcher; call it
+// before comm_launch, which forks): probes in a child process (cuda_probe.h) and
+// exits with a clear message if there is no usable GPU, or if the ranks would
+// share a GPU whose compute mode forbids it (exclusive-process, prohibited).
+// Never changes a GPU's settings.
+void gpu_check_launch(int np);
 
-// The GPU this rank should use: LOCAL_RANK (torchrun) or OMPI_COMM_WORLD_LOCAL_RANK
-// (mpirun) when set, else the world rank; modulo the number of devices, so that
-// more ranks than GPUs share them round-robin. Dies if there is no device.
+// The GPU this rank should use: its local rank modulo the number of devices, so
+// that more ranks than GPUs share them round-robin. The local rank comes from
+// LOCAL_RANK (torchrun), OMPI_COMM_WORLD_LOCAL_RANK (mpirun) or SLURM_LOCALID
+// (srun), in that order, when set; under the built-in launcher (whose ranks
+// inherit the launcher's environment) and otherwise, from the world rank. Exits
+// naming the reason if there is no usable device, or if this machine's ranks
+// (comm_local_size) would share a GPU whose compute mode forbids it.
 int gpu_pick_device(const Comm *c);
 
 // Collective over g (every member calls it, with the same `want`): exchanges
@@ -67,6 +75,11 @@ int gpu_pick_device(const Comm *c);
 // CUDA context (ctx_init_device); its stream and ledger are used (buffers are
 // charged as MEM_COMM). g must outlive the GpuComm.
 GpuComm *gpu_comm_new(Comm *c, Group *g, Ctx *ctx, GpuAlgo want);
+// The same, except where the CUDA IPC ring cannot connect every member (one
+// member's GPU is hidden from another's process, or two GPUs have no
+// peer-to-peer path): there every member returns NULL, with the reason in why,
+// where gpu_comm_new exits. Tests use it to skip, not die, on such machines.
+GpuComm *gpu_comm_try(Comm *c, Group *g, Ctx *ctx, GpuAlgo want, char *why, size_t n);
 // Collective too (peers unmap each other's buffers before they are freed).
 // NULL is allowed. Call before ctx_destroy and comm_finalize.
 void gpu_comm_free(GpuComm *gc);

@@ -1,7 +1,9 @@
-// comm_cuda_absent.c — stands in for comm_cuda.cu in builds without nvcc.
+// comm_cuda_absent.c — stands in for comm_cuda.cu (and comm_cuda_nccl.cu,
+// comm_cuda_ipc.cu) in builds without nvcc.
 //
-// gpu_probe_devices answers 0 (tests skip); everything that would need a GPU
-// stops with the same advice ctx_init gives for --device cuda.
+// Everything that would need a GPU stops with the same advice ctx_init gives for
+// --device cuda. (gpu_pick_device and gpu_check_launch are cuda_probe.c's, in
+// every build: there the probe answers "this build has no CUDA".)
 #include "check.h"
 #include "comm_cuda.h"
 
@@ -13,15 +15,13 @@ const char *gpu_algo_name(GpuAlgo a) {
     return a == GPU_NCCL ? "nccl" : a == GPU_IPC ? "ipc" : "auto";
 }
 
-int gpu_probe_devices(void) { return 0; }
-
-int gpu_pick_device(const Comm *c) {
-    (void)c;
+GpuComm *gpu_comm_new(Comm *c, Group *g, Ctx *ctx, GpuAlgo want) {
+    (void)c, (void)g, (void)ctx, (void)want;
     NO_CUDA;
 }
 
-GpuComm *gpu_comm_new(Comm *c, Group *g, Ctx *ctx, GpuAlgo want) {
-    (void)c, (void)g, (void)ctx, (void)want;
+GpuComm *gpu_comm_try(Comm *c, Group *g, Ctx *ctx, GpuAlgo want, char *why, size_t n) {
+    (void)c, (void)g, (void)ctx, (void)want, (void)why, (void)n;
     NO_CUDA;
 }
 

@@ -49,10 +49,13 @@ typedef struct TransportOps {
 
 struct Comm {
     int rank, size;
+    int local_size;        // ranks of this job on this machine
+    int local_cores;       // the cores those ranks may run on, together
     LaunchMode launch;
     Transport transport;
     double timeout_s;
     double spin_s;         // a wait with nothing moving spins this long, then yields the core
+    size_t channel_bytes;  // see comm_channel_bytes (set by the transport)
     Group world;
     CommCounter counters[COLL_KINDS];
     // The collective in progress (for headers, counters and diagnostics).

@@ -229,6 +229,7 @@ void shm_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores st
     CHECK(region_bytes >= shm_region_bytes(c->size), "shared region too small");
     s->n = c->size;
     s->cap = channel_cap(c->size);
+    c->channel_bytes = s->cap;
     s->hdr = region;
     s->ctl = (ChannelCtl *)((unsigned char *)region + ctl_offset());
     s->data = (unsigned char *)region + data_offset(c->size);

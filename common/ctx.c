@@ -3,6 +3,7 @@
 
 #include "check.h"
 #include "ctx.h"
+#include "cuda_probe.h"
 #include "ops.h"
 
 const char *device_name(Device d) { return d == DEV_CUDA ? "cuda" : "cpu"; }
@@ -29,6 +30,11 @@ void ctx_init_device(Ctx *ctx, Device dev, int cuda_device, int threads, size_t 
         CHECK(ctx->ops != NULL,
               "--device cuda: this binary was built without CUDA (nvcc was not found at build "
               "time; install the CUDA toolkit or set CUDA_HOME, then rebuild)");
+        // The probe's diagnosis ("no CUDA device: no driver ...", "CUDA is present
+        // but broken: ...") says more than the first failing call would.
+        CudaProbe p;
+        cuda_probe(&p);
+        CHECK(p.state == CUDA_READY, "--device cuda: %s", p.why);
     } else {
         ctx->ops = &ops_cpu;
     }

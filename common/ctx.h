@@ -27,7 +27,7 @@ typedef struct Ctx {
 // Sets up the context for a device: picks the backend, creates its handles.
 // capacity: simulated device memory in bytes (0 = unlimited).
 void ctx_init(Ctx *ctx, Device dev, int threads, size_t capacity);
-// The same on GPU number `cuda_device` (one process per GPU, or LOCAL_RANK's GPU).
+// The same on GPU number `cuda_device` (one process per GPU: see gpu_pick_device).
 void ctx_init_device(Ctx *ctx, Device dev, int cuda_device, int threads, size_t capacity);
 void ctx_destroy(Ctx *ctx);
 const char *device_name(Device d);  // "cpu" / "cuda"

@@ -54,13 +54,3 @@ typedef struct CudaBackend {
     void *scratch;
     size_t scratch_bytes;
 } CudaBackend;
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-// Number of CUDA devices visible to this process; 0 when there is no driver or
-// no device (never fails). Defined in ops_cuda.cu, and as 0 in ops_cuda_absent.c.
-int cuda_device_count(void);
-#ifdef __cplusplus
-}
-#endif

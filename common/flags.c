@@ -122,7 +122,42 @@ static void format_range(const Flag *f, char *buf, size_t n) {
 static _Noreturn void fail_range(const Flag *f, const char *value) {
     char range[96];
     format_range(f, range, sizeof range);
+    // "--layers 0" from someone who read "0 = preset" in --help: say how to get it.
+    if (f->sentinel)
+        flags_fail("%s %s is out of range %s; leave the flag out for %s", f->name, value, range,
+                   f->sentinel);
     flags_fail("%s %s is out of range %s", f->name, value, range);
+}
+
+// The value *dst holds now, as --help prints it: "12", "0.0003", "80.00 GB", "on".
+static void format_value(const Flag *f, char *buf, size_t n) {
+    switch (f->type) {
+    case FLAG_INT: snprintf(buf, n, "%d", *(const int *)f->dst); break;
+    case FLAG_DOUBLE: snprintf(buf, n, "%g", *(const double *)f->dst); break;
+    case FLAG_STRING: {
+        const char *s = *(const char *const *)f->dst;
+        snprintf(buf, n, "%s", s ? s : "(none)");
+        break;
+    }
+    case FLAG_BOOL: snprintf(buf, n, "%s", *(const int *)f->dst ? "on" : "off"); break;
+    case FLAG_BYTES: format_bytes(*(const size_t *)f->dst, buf, n); break;
+    case FLAG_U64: snprintf(buf, n, "%llu", *(const unsigned long long *)f->dst); break;
+    default: snprintf(buf, n, "?"); break;
+    }
+}
+
+// Does *dst lie inside the flag's own range? (Flags without one always do.)
+static int value_in_range(const Flag *f) {
+    if (!has_range(f)) return 1;
+    double x;
+    switch (f->type) {
+    case FLAG_INT: x = *(const int *)f->dst; break;
+    case FLAG_DOUBLE: x = *(const double *)f->dst; break;
+    case FLAG_BYTES: x = (double)*(const size_t *)f->dst; break;
+    case FLAG_U64: x = (double)*(const unsigned long long *)f->dst; break;
+    default: return 1;  // strings and switches have no range
+    }
+    return x >= f->min && x <= f->max;
 }
 
 // Is `value` one of the '|'-separated `choices`?
@@ -214,6 +249,19 @@ void flags_parse(Flag *table, int n, int argc, char **argv, const char *usage,
             CHECK(strcmp(table[i].name, table[j].name) != 0, "flag table lists %s twice",
                   table[i].name);
         table[i].given = 0;
+        // dst holds the default now. One outside the range must say what it means, or
+        // --help would print "0  [1, 4096]" and then refuse the 0 it showed.
+        char def[96];
+        format_value(&table[i], def, sizeof def);
+        CHECK(value_in_range(&table[i]) || table[i].sentinel, "flag table: the default of %s, "
+              "%s, lies outside its range; give the row a sentinel text (\"%s = ...\")",
+              table[i].name, def, def);
+        // The text names the value, so a changed default cannot leave a stale meaning.
+        size_t dl = strlen(def);
+        CHECK(!table[i].sentinel || (strncmp(table[i].sentinel, def, dl) == 0 &&
+                                     strncmp(table[i].sentinel + dl, " = ", 3) == 0),
+              "flag table: the sentinel text of %s, \"%s\", must begin with its default, \"%s = \"",
+              table[i].name, table[i].sentinel, def);
     }
 
     for (int i = 1; i < argc; i++) {
@@ -262,22 +310,13 @@ static const char *type_placeholder(const Flag *f) {
 }
 
 // The three left columns of one help line: "--layers INT", "12", "[1, 1024]".
+// An untouched sentinel default prints as its meaning, "0 = preset"; once the flag was
+// given (--layers 6 --help) the column shows the value, as for any other flag.
 static void help_columns(const Flag *f, char *name, char *def, char *range, size_t n) {
     const char *ph = type_placeholder(f);
     snprintf(name, n, "%s%s%s", f->name, ph[0] ? " " : "", ph);
-    switch (f->type) {
-    case FLAG_INT: snprintf(def, n, "%d", *(const int *)f->dst); break;
-    case FLAG_DOUBLE: snprintf(def, n, "%g", *(const double *)f->dst); break;
-    case FLAG_STRING: {
-        const char *s = *(const char *const *)f->dst;
-        snprintf(def, n, "%s", s ? s : "(none)");
-        break;
-    }
-    case FLAG_BOOL: snprintf(def, n, "%s", *(const int *)f->dst ? "on" : "off"); break;
-    case FLAG_BYTES: format_bytes(*(const size_t *)f->dst, def, n); break;
-    case FLAG_U64: snprintf(def, n, "%llu", *(const unsigned long long *)f->dst); break;
-    default: snprintf(def, n, "?"); break;
-    }
+    if (f->sentinel && !f->given) snprintf(def, n, "%s", f->sentinel);
+    else format_value(f, def, n);
     range[0] = '\0';
     if (f->type != FLAG_STRING && f->type != FLAG_BOOL && has_range(f))
         format_range(f, range, n);

@@ -11,6 +11,16 @@
 // A bad value is rejected before anything is allocated, with a message naming the
 // flag, the value and what is allowed; the process exits with status 2.
 // --help prints every flag with its default, range and help, and exits 0.
+//
+// A default may be a sentinel outside the range ("0 = preset": the size comes from
+// the preset unless the flag is given). Such a row says what the sentinel means,
+//
+//     F_INT_SENTINEL("--layers", &a.layers, 1, 4096, "0 = preset", "transformer blocks"),
+//
+// and --help prints "0 = preset" where a bare "0" would contradict "[1, 4096]"; a value
+// out of range is refused with a hint to leave the flag out. The text must begin with
+// the default as --help would print it, then " = ": flags_parse checks that, and that
+// every default outside its range has such a text.
 #pragma once
 #include <stddef.h>
 
@@ -36,6 +46,7 @@ typedef struct {
     double min, max;      // inclusive range for numeric types (ignored when min > max)
     const char *choices;  // FLAG_STRING: allowed values separated by '|', or NULL
     const char *help;
+    const char *sentinel; // what the default means, "0 = preset", or NULL (see above)
     int given;            // set to 1 by flags_parse when the flag appeared on the command line
 } Flag;
 
@@ -49,6 +60,11 @@ typedef struct {
 #define F_STRING(nm, p, h) {.name = nm, .type = FLAG_STRING, .dst = p, .min = 1, .max = 0, .help = h}
 #define F_CHOICE(nm, p, ch, h) {.name = nm, .type = FLAG_STRING, .dst = p, .min = 1, .max = 0, .choices = ch, .help = h}
 #define F_BOOL(nm, p, h) {.name = nm, .type = FLAG_BOOL, .dst = p, .min = 1, .max = 0, .help = h}
+// The same with a sentinel default: F_INT_SENTINEL("--kill-rank", &k, 0, 63, "-1 = none", "help").
+#define F_INT_SENTINEL(nm, p, lo, hi, s, h) {.name = nm, .type = FLAG_INT, .dst = p, .min = lo, .max = hi, .sentinel = s, .help = h}
+#define F_DOUBLE_SENTINEL(nm, p, lo, hi, s, h) {.name = nm, .type = FLAG_DOUBLE, .dst = p, .min = lo, .max = hi, .sentinel = s, .help = h}
+#define F_U64_SENTINEL(nm, p, lo, hi, s, h) {.name = nm, .type = FLAG_U64, .dst = p, .min = lo, .max = hi, .sentinel = s, .help = h}
+#define F_BYTES_SENTINEL(nm, p, lo, hi, s, h) {.name = nm, .type = FLAG_BYTES, .dst = p, .min = lo, .max = hi, .sentinel = s, .help = h}
 
 // Accepts "--name value" and "--name=value". Positional arguments are rejected.
 void flags_parse(Flag *table, int n, int argc, char **argv, const char *usage,

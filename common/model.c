@@ -380,8 +380,8 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
 void gpt_embed_backward(GPT *g, const float *dx, int B, int T) {
     Ctx *ctx = g->ctx;
     ctx->ops->embedding_backward(ctx, g->grads + g->slices[0].offset,
-                                 g->grads + g->slices[1].offset, dx, g->tokens, B, T,
-                                 g->cfg.n_embd);
+                                 g->grads + g->slices[1].offset, dx, g->tokens, g->host_tokens,
+                                 B, T, g->cfg.n_embd);
     fire_hook(g, 0);
 }
 

@@ -54,8 +54,11 @@ struct Ops {
                               const float *wte, const float *wpe, int B, int T, int C);
     // dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += sum_b dout[b,t]. Deterministic:
     // the sum for each row is taken in a fixed order (no float atomics).
+    // host_tokens: the same ids in host memory (the model keeps them; the CUDA
+    // backend groups positions by token on the host, and without them would copy
+    // the ids back and wait for the GPU every step). Required on CUDA.
     void (*embedding_backward)(Ctx *, float *dwte, float *dwpe, const float *dout,
-                               const int *tokens, int B, int T, int C);
+                               const int *tokens, const int *host_tokens, int B, int T, int C);
 
     // out = (inp - mean)/sqrt(var + 1e-5) * w + b over the last dim C.
     // Saves mean(N) and rstd(N) for the backward pass.

@@ -86,9 +86,10 @@ static void embedding_forward(Ctx *ctx, float *out, const int *tokens, const flo
         }
 }
 
+// tokens are host memory here already: host_tokens (the same ids) is not needed.
 static void embedding_backward(Ctx *ctx, float *dwte, float *dwpe, const float *dout,
-                               const int *tokens, int B, int T, int C) {
-    (void)ctx;
+                               const int *tokens, const int *host_tokens, int B, int T, int C) {
+    (void)ctx, (void)host_tokens;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((size_t)b * T + t) * C;

@@ -1,6 +1,9 @@
-// perf.c — measuring the sgemm ceiling that CPU MFU is quoted against.
+// perf.c — measuring the sgemm ceiling that CPU MFU is quoted against, and
+// counting the cores it may be multiplied by.
 #include <cblas.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "perf.h"
@@ -17,7 +20,12 @@ double median(double *x, int n) {
     return x[n / 2];
 }
 
-double sgemm_gflops(int M, int N, int K, int threads) {
+// Times repeated M x N x K sgemms; returns the GFLOP/s of the median repetition
+// and, in *best, of the fastest one.
+static double sgemm_rates(int M, int N, int K, int threads, double *best) {
+    // The caller's BLAS threads are put back afterwards: the trainer measures one
+    // core's rate while its ranks compute on --threads.
+    int before = openblas_get_num_threads();
     openblas_set_num_threads(threads);
     float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)K * N);
     float *c = malloc(sizeof(float) * (size_t)M * N);
@@ -41,9 +49,36 @@ double sgemm_gflops(int M, int N, int K, int threads) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
         ts[i] = now_seconds() - t0;
     }
-    double med = median(ts, reps);
+    double med = median(ts, reps);  // sorts: ts[0] is the fastest
+    *best = flops / ts[0] * 1e-9;
     free(ts); free(a); free(b); free(c);
+    openblas_set_num_threads(before);
     return flops / med * 1e-9;
 }
 
-double cpu_peak_gflops(int threads) { return sgemm_gflops(1024, 1024, 1024, threads); }
+double sgemm_gflops(int M, int N, int K, int threads) {
+    double best;
+    return sgemm_rates(M, N, K, threads, &best);
+}
+
+// A peak is what the core does undisturbed: the fastest repetition. On a shared
+// machine another job can slow the median of a 0.3 s measurement by a third,
+// and an MFU quoted against that would read above 100 %.
+double cpu_peak_gflops(int threads) {
+    double best;
+    sgemm_rates(1024, 1024, 1024, threads, &best);
+    return best;
+}
+
+int usable_cores(int local_ranks, int threads, int cores) {
+    long want = (long)(local_ranks > 0 ? local_ranks : 1) * (threads > 0 ? threads : 1);
+    long have = cores > 0 ? cores : 1;
+    return (int)(want < have ? want : have);
+}
+
+int cores_available(void) {
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0) return CPU_COUNT(&mask);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

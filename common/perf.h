@@ -7,5 +7,14 @@ double median(double *x, int n);
 // Measured OpenBLAS sgemm rate (GFLOP/s) for an M x N x K product on `threads`
 // threads: the median of several timed repetitions after one warm-up.
 double sgemm_gflops(int M, int N, int K, int threads);
-// The machine's practical peak for MFU on the CPU: sgemm on a large square (1024^3).
+// The machine's practical peak for MFU on the CPU: sgemm on a large square (1024^3),
+// its fastest repetition (sgemm_gflops reports the median).
 double cpu_peak_gflops(int threads);
+
+// The cores a CPU job's MFU peak may count: its ranks on this machine times the
+// threads of each, but never more than the cores they may run on (oversubscribed
+// ranks share cores; they do not add any). Arguments below 1 count as 1.
+int usable_cores(int local_ranks, int threads, int cores);
+// The cores this process may run on: its affinity mask (taskset, a launcher's
+// binding), or the online count if the mask cannot be read.
+int cores_available(void);

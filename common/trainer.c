@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cuda_probe.h"
 #include "data.h"
 #include "ops.h"
 #include "optim.h"
@@ -35,11 +36,11 @@ void train_args_default(TrainArgs *a) {
 int train_flags(TrainArgs *a, Flag *rows) {
     Flag f[] = {
         F_CHOICE("--preset", &a->preset, "tiny|small|gpt2-124m", "model preset; the size flags below override it"),
-        F_INT("--layers", &a->layers, 1, 4096, "transformer blocks L (0 = preset)"),
-        F_INT("--width", &a->width, 1, 65536, "channels C (0 = preset)"),
-        F_INT("--heads", &a->heads, 1, 4096, "attention heads; must divide --width (0 = preset)"),
-        F_INT("--seq", &a->seq, 1, 1 << 20, "sequence length T (0 = preset)"),
-        F_INT("--vocab", &a->vocab, 2, 1 << 24, "vocabulary V (0 = preset; byte-level text needs >= 256)"),
+        F_INT_SENTINEL("--layers", &a->layers, 1, 4096, "0 = preset", "transformer blocks L"),
+        F_INT_SENTINEL("--width", &a->width, 1, 65536, "0 = preset", "channels C"),
+        F_INT_SENTINEL("--heads", &a->heads, 1, 4096, "0 = preset", "attention heads; must divide --width"),
+        F_INT_SENTINEL("--seq", &a->seq, 1, 1 << 20, "0 = preset", "sequence length T"),
+        F_INT_SENTINEL("--vocab", &a->vocab, 2, 1 << 24, "0 = preset", "vocabulary V (byte-level text needs >= 256)"),
         F_INT("--batch", &a->batch, 1, 1 << 20, "sequences per micro-batch B, per rank"),
         F_INT("--grad-accum", &a->accum, 1, 1 << 20, "micro-batches per optimizer step"),
         F_INT("--steps", &a->steps, 1, 1 << 30, "optimizer steps"),
@@ -92,6 +93,49 @@ static void save_params(const char *path, GPT *g) {
     free(host);
 }
 
+// The peak MFU is quoted against, in FLOP/s, and how it was found (into `how`).
+// On the CPU: one core's sgemm rate, measured now, times the cores the job can
+// use. Counting ranks instead would print MFU above 100 % as soon as ranks
+// outnumber cores (3 ranks on 2 cores share 2 cores' FLOPs). Only rank 0 measures
+// and prints; the others return 0. Ranks measuring at once would measure their
+// contention, so train_run calls this while the other ranks wait for rank 0's
+// weights.
+static double mfu_peak(const TrainArgs *a, const Ctx *ctx, const TrainHooks *h, int rank,
+                       int world, char *how, size_t n) {
+    if (a->peak_tflops > 0) {
+        snprintf(how, n, "(--peak-tflops)");
+        return a->peak_tflops * 1e12;
+    }
+    int local = h && h->local_ranks > 0 ? h->local_ranks : world;
+    int machines = (world + local - 1) / local;  // assumed alike when a job spans several
+    if (ctx->device != DEV_CPU) {
+        // Ranks that share a GPU share its peak: count the GPUs in use, not the ranks.
+        CudaProbe pr;
+        cuda_probe(&pr);
+        int gpus = pr.devices > 0 && pr.devices < local ? pr.devices : local;
+        snprintf(how, n, "= 989.4 TFLOP/s per GPU (H100 SXM dense bf16 datasheet; this fp32 path "
+                 "cannot reach it) x %d GPU%s (%d rank%s on %d visible) x %d machine%s", gpus,
+                 gpus == 1 ? "" : "s", local, local == 1 ? "" : "s", pr.devices, machines,
+                 machines == 1 ? "" : "s");
+        return 989.4e12 * gpus * machines;
+    }
+    if (rank != 0) {
+        snprintf(how, n, "(measured by rank 0)");
+        return 0;
+    }
+    int cores = h && h->local_cores > 0 ? h->local_cores : cores_available();
+    int used = usable_cores(local, a->threads, cores);
+    double core = cpu_peak_gflops(1);
+    char many[64] = "";
+    if (machines > 1) snprintf(many, sizeof many, " x %d machines", machines);
+    snprintf(how, n, "= %.1f GFLOP/s per core (OpenBLAS sgemm 1024^3, 1 thread, best of ~0.3 s, "
+             "now) x %d core%s (%d rank%s x %d thread%s on %d core%s)%s", core, used,
+             used == 1 ? "" : "s",
+             local, local == 1 ? "" : "s", a->threads, a->threads == 1 ? "" : "s", cores,
+             cores == 1 ? "" : "s", many);
+    return core * 1e9 * used * machines;
+}
+
 TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     GPTConfig cfg;
     train_resolve(a, &cfg);
@@ -109,6 +153,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     // zero, before any forward pass.
     GPT g;
     gpt_init(&g, ctx, &cfg, a->seed);
+    char peak_how[256];  // measured here: the other ranks now wait for rank 0's weights
+    double peak = mfu_peak(a, ctx, h, rank, world, peak_how, sizeof peak_how);
     if (h && h->sync_params) h->sync_params(&g, h->arg);
     gpt_alloc_grads(&g);
     AdamWConfig oc = {(float)a->lr, (float)a->beta1, (float)a->beta2, 1e-8f,
@@ -117,14 +163,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     adamw_init(&opt, &g, &oc, 0, g.n_params);
     gpt_alloc_acts(&g, B, T);
 
-    double fpt = gpt_flops_per_token(&cfg, T), peak;
-    const char *peak_src;
-    if (a->peak_tflops > 0) { peak = a->peak_tflops * 1e12; peak_src = "--peak-tflops"; }
-    else if (ctx->device == DEV_CPU) {
-        peak = cpu_peak_gflops(a->threads) * 1e9 * world;  // every rank has its own cores
-        peak_src = world > 1 ? "OpenBLAS sgemm 1024^3 measured now, times the ranks"
-                             : "OpenBLAS sgemm 1024^3, measured now";
-    } else { peak = 989.4e12 * world; peak_src = "H100 SXM dense bf16 datasheet per GPU; this fp32 path cannot reach it"; }
+    double fpt = gpt_flops_per_token(&cfg, T);
 
     if (!quiet) {
         char pbytes[32];
@@ -137,7 +176,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                  "ln(V) = %.3f", dl.source, dl.n, B, T, accum, world, world == 1 ? "" : "s",
                  log((double)cfg.vocab));
         log_info("MFU = tokens/s x (6N + 12*L*H*Q*T) / peak, with 6N + 12LHQT = %.2f MFLOP/token "
-                 "and peak = %.1f GFLOP/s (%s)", fpt * 1e-6, peak * 1e-9, peak_src);
+                 "and peak = %.1f GFLOP/s %s", fpt * 1e-6, peak * 1e-9, peak_how);
     }
 
     int *inputs = malloc(sizeof(int) * B * T), *targets = malloc(sizeof(int) * B * T);
@@ -180,7 +219,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     res.ms_per_step = median(step_ms + w, steps - w);
     res.tokens_per_s = tokens_per_step / (res.ms_per_step * 1e-3);
     res.gflops = res.tokens_per_s * fpt * 1e-9;
-    res.mfu = res.tokens_per_s * fpt / peak;
+    res.mfu = peak > 0 ? res.tokens_per_s * fpt / peak : 0;
     res.first_loss = first_loss;
     res.final_loss = loss;
     if (!quiet) {

@@ -28,6 +28,10 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg);
 
 typedef struct {
     int rank, world;      // this rank's slice of each global batch
+    // The ranks of the job on this machine and the cores they may use together
+    // (comm_local_size/comm_local_cores): the CPU's MFU peak counts these cores.
+    // 0 = unknown: the world, and this process's own cores.
+    int local_ranks, local_cores;
     // After the backward passes of a step, before clipping and the update: DDP
     // averages the gradients over its group here. NULL for a single process.
     void (*sync_grads)(GPT *g, void *arg);
@@ -38,9 +42,10 @@ typedef struct {
 } TrainHooks;
 
 typedef struct {
-    double tokens_per_s, ms_per_step, gflops, mfu;
+    double tokens_per_s, ms_per_step, gflops, mfu;  // mfu: 0 where the peak is unknown (see train_run)
     float first_loss, final_loss;
 } TrainResult;
 
-// Runs the whole training on ctx's device. Only rank 0 prints.
+// Runs the whole training on ctx's device. Only rank 0 prints, and on the CPU
+// only rank 0 measures the sgemm peak (its mfu is the only one filled in).
 TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h);

@@ -8,13 +8,19 @@
 # The two trainers alternate for ROUNDS rounds; each reports its median step, and
 # we take the median over rounds. The sgemm ceiling is the FLOP-weighted rate of
 # the model's own GEMM shapes (build/sgemm_bench).
+#
+# Writes $RESULTS/00_core/bench-core.txt: runs/ by default (yours, untracked);
+# results/00_core holds the course's own run, which README.md quotes
+# (`make bench-core RESULTS=results` rewrites it: maintainers only).
 set -eu
 BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-30}
 cd "$(dirname "$0")/.."
-out=results/00_core
+. scripts/run_info.sh
+out=$RESULTS/00_core
 mkdir -p "$out"
+rm -f "$out/run.info"  # written again once the numbers are in
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 field() { sed -n "s/.*$1=\([0-9.e+-]*\).*/\1/p"; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -36,9 +42,8 @@ layer=$(echo "$sg" | field layer_gflops)
 # FLOPs per token of the small preset, from the same formula train prints (6N + 12LHQT).
 fpt=$("$BUILD/train" --preset small --steps 1 --peak-tflops 1 --log-every 100000 | \
       sed -n 's/.*with 6N + 12LHQT = \([0-9.]*\) MFLOP.*/\1/p')
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 {
-    echo "bench-core $(date -u +%Y-%m-%d) on $(hostname): $cpu, $(getconf _NPROCESSORS_ONLN) cores; 1 thread each"
+    echo "bench-core $(date -u +%Y-%m-%d) on $(hostname): $(machine_desc); 1 thread each"
     echo "model: small preset (L=4 C=256 NH=4 T=128 V=256), batch 8, AdamW; $fpt MFLOP/token"
     awk -v o="$ours_med" -v t="$torch_med" -v f="$fpt" -v s="$layer" 'BEGIN {
         printf "ours     %9.1f tokens/s  %6.1f GFLOP/s\n", o, o * f / 1000
@@ -47,3 +52,6 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
         printf "sgemm ceiling (layer GEMM shapes) %6.1f GFLOP/s; ours reaches %4.1f%% of it (target >= 70%%)\n", s, 100 * o * f / 1000 / s
     }'
 } | tee "$out/bench-core.txt"
+write_run_info "$out" "make bench-core"
+echo
+outputs_note "$out"

@@ -1,46 +1,161 @@
 #!/usr/bin/env bash
 # grade.sh — scores a stage's tests per part.
 #
-#   BUILD=build-ex bash scripts/grade.sh 2 [PART]     (what `make grade-2` runs)
+#   BUILD=build-ex bash scripts/grade.sh 2 [PART[,PART...]]   (`make grade-2 [PART=..]`)
 #
-# Runs the stage's suite (tests/run.sh stageNN) against the binaries in $BUILD and
-# reads NN_*/exercises/parts.txt, whose lines are
-#     <part>  <points>  <check-name prefix> [<prefix> ...]
-# A part earns its points when every check whose name starts with one of its
-# prefixes passed (and there was at least one). A check that crashed or timed out
-# failed. With PART, only that part is shown. The last line is "score: S/T".
+# Reads NN_*/exercises/parts.txt, where each part declares the checks it must see:
+#     <part> <points> <check> [<check> ...]      (continued on indented lines)
+# A check may use bash's {a,b} to list variants; "mpi:" before it means "expected
+# when this build has MPI and mpirun is installed". Then runs the stage's suite
+# (tests/run.sh stageNN) on the binaries in $BUILD and, per part:
+#   - every declared check that reported PASS counts;
+#   - one that reported FAIL fails, and its line is shown (what, where, got, want);
+#   - one that never reported fails too: its test crashed, hung or stopped early.
+#     The tests announce their checks ("PLAN name"), so the test is named, with
+#     how it ended and its last lines.
+# A part earns its points only when every check passed (parts.txt says why). For
+# each test that failed, the command that reruns it alone on this build is shown.
+# The last line is "score: S/T"; the exit status is 0 only for full marks (of the
+# parts named, with PART). GRADE_LOG=file keeps the suite's raw output there;
+# ONLY=test,... runs only those tests of the suite (tests/run.sh; grade_check.sh
+# uses it to run a mutant's tests alone).
+#   bash scripts/grade.sh --list 2 [PART,...]   only print the checks the parts declare
 set -u
 cd "$(dirname "$0")/.."
-n=$(printf '%02d' "$((10#${1:?usage: grade.sh STAGE [PART]}))")
+list=0
+[ "${1:-}" = --list ] && { list=1; shift; }
+stage=${1:?usage: grade.sh [--list] STAGE [PART[,PART...]]}
+n=$(printf '%02d' "$((10#$stage))")
 only=${2:-}
+BUILD=${BUILD:-build-ex}
 dir=$(ls -d "${n}"_* 2>/dev/null | head -n1)
-parts="$dir/exercises/parts.txt"
-[ -f "$parts" ] || { echo "grade: stage $n has no $parts"; exit 2; }
+parts_file="$dir/exercises/parts.txt"
+[ -n "$dir" ] && [ -f "$parts_file" ] || { echo "grade: stage $n has no exercises/parts.txt"; exit 2; }
+[ -f "tests/stage$n.sh" ] || { echo "grade: stage $n has no tests/stage$n.sh"; exit 2; }
+
+have_mpi=0
+if command -v mpirun >/dev/null && [ -f "$BUILD/common/comm_mpi.o" ]; then have_mpi=1; fi
+
+# ---------------------------------------------------------------- the declared parts
+names=() points=() checks=()
+add_words() {  # appends the expanded check names in "$@" to the last part
+    local w cond expanded
+    for w in "$@"; do
+        cond=
+        case "$w" in mpi:*) cond=mpi; w=${w#mpi:} ;; esac
+        [[ "$w" =~ ^[A-Za-z0-9_.,{}+-]+$ ]] ||
+            { echo "grade: $parts_file: bad check name '$w'"; exit 2; }
+        [ "$cond" = mpi ] && [ "$have_mpi" = 0 ] && continue
+        expanded=$(eval "printf '%s ' $w")
+        checks[${#checks[@]} - 1]+="$expanded"
+    done
+}
+while IFS= read -r line || [ -n "$line" ]; do
+    case "$line" in ''|'#'*) continue ;; esac
+    # shellcheck disable=SC2086
+    if [[ "$line" =~ ^[[:space:]] ]]; then
+        [ ${#names[@]} -gt 0 ] || { echo "grade: $parts_file: continuation before any part"; exit 2; }
+        add_words $line
+    else
+        set -- $line
+        [ $# -ge 3 ] && [[ "$2" =~ ^[0-9]+$ ]] ||
+            { echo "grade: $parts_file: expected '<part> <points> <checks...>': $line"; exit 2; }
+        names+=("$1"); points+=("$2"); checks+=("")
+        shift 2
+        add_words "$@"
+    fi
+done <"$parts_file"
+only=" ${only//,/ } "
+for want in $only; do
+    found=0
+    for p in "${names[@]}"; do [ "$p" = "$want" ] && found=1; done
+    [ "$found" = 1 ] || { echo "grade: stage $n has no part '$want'; its parts: ${names[*]}"; exit 2; }
+done
+
+if [ "$list" = 1 ]; then
+    for i in "${!names[@]}"; do
+        [ -n "${only// /}" ] && [[ "$only" != *" ${names[$i]} "* ]] && continue
+        printf '%s\n' ${checks[$i]}
+    done
+    exit 0
+fi
+
+# ---------------------------------------------------------------- run the suite
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-BUILD=${BUILD:-build-ex} bash tests/run.sh "stage$n" >"$out" 2>&1
-# The runner prefixes lines with "  [suite] "; keep "PASS name" / "FAIL name".
-checks=$(sed -n 's/^ *\[[^]]*\] \(PASS\|FAIL\) \([^ ]*\).*/\1 \2/p' "$out")
-total=0 score=0 shown=0
-printf '%-26s %9s %9s\n' part checks score
-while read -r part points prefixes; do
-    case "$part" in ''|'#'*) continue ;; esac
-    [ -n "$only" ] && [ "$only" != "$part" ] && continue
-    shown=1
-    pass=0 all=0
-    while read -r verdict name; do
-        [ -z "$name" ] && continue
-        for p in $prefixes; do
-            case "$name" in "$p"*) all=$((all + 1)); [ "$verdict" = PASS ] && pass=$((pass + 1)); break ;; esac
-        done
-    done <<<"$checks"
-    got=0
-    [ "$all" -gt 0 ] && [ "$pass" -eq "$all" ] && got=$points
-    total=$((total + points)); score=$((score + got))
-    printf '%-26s %4d/%-4d %4d/%-4d\n' "$part" "$pass" "$all" "$got" "$points"
-    if [ "$got" -eq 0 ]; then   # show what failed, so the learner knows where to look
-        grep -E "\] FAIL ($(echo $prefixes | sed 's/ /|/g'))" "$out" | head -n 5 | sed 's/^ */    /'
+what="the binaries in $BUILD/"
+[ "$BUILD" = build-ex ] && what="build-ex/: your $dir/exercises/ in place of the reference"
+echo "grading $what; running tests/stage$n.sh ..."
+SHOW_PLAN=1 BUILD=$BUILD bash tests/run.sh "stage$n" >"$out" 2>&1
+[ -n "${GRADE_LOG:-}" ] && cp "$out" "$GRADE_LOG"
+
+declare -A verdict detail run_of planned abnormal rerun tail_of
+# The runner prefixes every line of a test with "  [test] "; its indented lines
+# below (its last output, when it failed) belong to the test named last.
+current=
+while IFS= read -r line; do
+    if [[ "$line" =~ ^\ \ \[([^]]+)\]\ (.*)$ ]]; then
+        current=${BASH_REMATCH[1]}
+        rest=${BASH_REMATCH[2]}
+        case "$rest" in
+            PASS\ *|FAIL\ *)
+                v=${rest%% *}; rest=${rest#* }; name=${rest%% *}
+                d=${rest#"$name"}; d=${d#"${d%%[![:space:]]*}"}
+                # A check that failed anywhere has failed (it may report once per rank).
+                if [ "${verdict[$name]:-}" != FAIL ]; then
+                    verdict[$name]=$v; detail[$name]=$d; run_of[$name]=$current
+                fi ;;
+            PLAN\ *) planned[${rest#PLAN }]=$current ;;
+            CRASH:*) abnormal[$current]=${rest#CRASH: } ;;
+            "FAIL: exited with status"*) r=${rest#FAIL: }; abnormal[$current]=${r%; last lines:} ;;
+            "rerun alone: "*) rerun[$current]=${rest#rerun alone: } ;;
+        esac
+    elif [[ "$line" =~ ^\ \ \ \ \ \ (.*)$ ]] && [ -n "$current" ]; then
+        tail_of[$current]+="${BASH_REMATCH[1]}"$'\n'
     fi
-done <"$parts"
-[ "$shown" -eq 1 ] || { echo "grade: no part named '$only' in $parts"; exit 2; }
+done <"$out"
+
+# ---------------------------------------------------------------- score
+total=0 score=0 full=1
+printf '%-22s %9s %9s\n' part checks score
+for i in "${!names[@]}"; do
+    part=${names[$i]}
+    [ -n "${only// /}" ] && [[ "$only" != *" $part "* ]] && continue
+    pass=0 all=0 problems=() runs=()
+    for c in ${checks[$i]}; do
+        all=$((all + 1))
+        case "${verdict[$c]:-}" in
+            PASS) pass=$((pass + 1)); continue ;;
+            FAIL) problems+=("FAIL $c  ${detail[$c]:0:600}"); r=${run_of[$c]} ;;
+            *)    r=${planned[$c]:-}
+                  if [ -n "$r" ]; then problems+=("NEVER REPORTED $c  (its test, $r, ended first)")
+                  else problems+=("NEVER REPORTED $c  (no test announced it: did one fail to start?)"); fi ;;
+        esac
+        [ -n "$r" ] && [[ " ${runs[*]} " != *" $r "* ]] && runs+=("$r")
+    done
+    got=0
+    [ "$all" -gt 0 ] && [ "$pass" -eq "$all" ] && got=${points[$i]}
+    [ "$got" -eq "${points[$i]}" ] || full=0
+    total=$((total + points[i])); score=$((score + got))
+    printf '%-22s %4d/%-4d %4d/%-4d\n' "$part" "$pass" "$all" "$got" "${points[$i]}"
+    [ ${#problems[@]} -eq 0 ] && continue
+    for k in "${!problems[@]}"; do
+        [ "$k" -ge 3 ] && { echo "    ... and $(( ${#problems[@]} - 3 )) more"; break; }
+        echo "    ${problems[$k]}"
+    done
+    for k in "${!runs[@]}"; do
+        [ "$k" -ge 2 ] && { echo "    ... and $(( ${#runs[@]} - 2 )) more failing tests"; break; }
+        r=${runs[$k]}
+        if [ -n "${abnormal[$r]:-}" ]; then
+            echo "    test $r ended abnormally: ${abnormal[$r]}; its last lines:"
+            printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 6 |
+                cut -c1-600 | sed 's/^/        /'
+        fi
+        [ -n "${rerun[$r]:-}" ] && echo "    rerun alone: ${rerun[$r]}"
+    done
+done
+if [ "$have_mpi" = 0 ] && grep -q 'mpi:' "$parts_file"; then
+    echo "(checks over MPI not expected: no mpirun, or $BUILD was built without mpicc)"
+fi
 echo "score: $score/$total"
+[ "$full" = 1 ]

@@ -1,33 +1,128 @@
 #!/usr/bin/env bash
-# grade_check.sh — proves every stage's grader: graded through the same path, the
-# reference (build/) scores full marks and the pristine exercises (build-ex/)
-# score 0, failing cleanly: no crash, no hang (the runner's timeout would show).
+# grade_check.sh — proves every stage's grader (`make grade-check`, part of `make check`).
+#
+# For each stage with NN_*/exercises/parts.txt, graded through the same path a
+# learner's code is (scripts/grade.sh):
+#   1. the reference (build/) scores full marks;
+#   2. the pristine starters (build-ex/) score 0, and fail cleanly: no test crashed
+#      by a signal or ran into the runner's time limit;
+#   3. every mutant in tests/mutants/stageNN/*.patch — a typical learner mistake,
+#      as a patch to the reference solution — loses the marks of each part its
+#      "# breaks:" line names, and the suite still finishes: no test ran into the
+#      runner's time limit (a hang must be caught by the tests' own timeouts).
+#      Only the tests that reported those parts' checks in the reference run are
+#      run for a mutant (grade.sh with ONLY= and PART=): the rest cannot change.
+# Mutants are built in build-mut/, a copy of the tree and of build/ with the one
+# patched file rebuilt. Prints one PASS/FAIL line per proof and "N passed, N failed".
+#
+#   bash scripts/grade_check.sh          every stage (build/ and build-ex/ must be built)
+#   bash scripts/grade_check.sh 2        stage 02 only
 set -u
 cd "$(dirname "$0")/.."
-status=0 passed=0 failed=0
-for parts in [0-9][0-9]_*/exercises/parts.txt; do
-    [ -f "$parts" ] || continue
-    n=${parts%%_*}
-    ref=$(BUILD=build bash scripts/grade.sh "$n" | tail -n1)
-    ex_out=$(BUILD=build-ex bash scripts/grade.sh "$n")
-    ex=$(echo "$ex_out" | tail -n1)
-    full=$(echo "$ref" | sed -n 's/score: \([0-9]*\)\/\([0-9]*\)/\2/p')
-    if [ "$ref" = "score: $full/$full" ] && [ -n "$full" ]; then
-        echo "PASS grade.stage$n.reference_full_marks  $ref"; passed=$((passed + 1))
-    else
-        echo "FAIL grade.stage$n.reference_full_marks  $ref"; failed=$((failed + 1)); status=1
-    fi
-    if [ "$ex" = "score: 0/$full" ]; then
-        echo "PASS grade.stage$n.starters_score_zero  $ex"; passed=$((passed + 1))
-    else
-        echo "FAIL grade.stage$n.starters_score_zero  $ex"; failed=$((failed + 1)); status=1
-    fi
-    # "Cleanly": no check may have died of a signal or a timeout in the starter build.
-    if BUILD=build-ex bash tests/run.sh "stage$n" 2>&1 | grep -q '\] CRASH'; then
-        echo "FAIL grade.stage$n.starters_fail_cleanly  a test crashed or hung"; failed=$((failed + 1)); status=1
-    else
-        echo "PASS grade.stage$n.starters_fail_cleanly"; passed=$((passed + 1))
-    fi
-done
+passed=0 failed=0
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+MUT_TIMEOUT=${MUT_TIMEOUT:-120}   # per test, for mutants: every hang must be caught sooner
+
+verdict() {  # verdict OK NAME DETAIL
+    if [ "$1" = 1 ]; then echo "PASS $2  $3"; passed=$((passed + 1))
+    else echo "FAIL $2  $3"; failed=$((failed + 1)); fi
+}
+# The score column of PART in grade.sh's output ("12/30"), or "" if absent.
+part_score() { awk -v p="$1" '$1 == p && NF == 3 {print $3}' "$2"; }
+# Tests that the runner killed at its time limit (a hang nothing else caught), and
+# with "signal" also those that died of a signal.
+runner_killed() {  # runner_killed LOG [signal]
+    local what='timed out'
+    [ "${2:-}" = signal ] && what='timed out|signal'
+    grep -E "^ *\[[^]]*\] CRASH: status [0-9]+ \(($what)" "$1" | head -n 3
+}
+
+command -v patch >/dev/null || { echo "FAIL grade.mutants  the patch command is missing " \
+    "(scripts/install-deps.sh installs it)"; exit 1; }
+
+# The tests (runner names, comma-separated) that reported the checks of PARTS in
+# the reference run's log.
+tests_of() {  # tests_of NN "PART ..." REFERENCE_LOG
+    local checks
+    checks=$(BUILD=build bash scripts/grade.sh --list "$1" "${2// /,}")
+    awk -v want=" $(echo $checks) " '
+        match($0, /^ *\[[^]]*\] (PASS|FAIL) [^ ]+/) {
+            split(substr($0, RSTART, RLENGTH), w, " ")
+            test = w[1]; gsub(/^\[|\]$/, "", test)
+            if (index(want, " " w[3] " ")) seen[test] = 1
+        }
+        END { sep = ""; for (t in seen) { printf "%s%s", sep, t; sep = "," } }' "$3"
+}
+
+# The mutant tree: sources and build/ copied once, mtimes kept, so that `make` in
+# it rebuilds only what a patch touches.
+make_mutant_tree() {
+    rm -rf build-mut
+    mkdir -p build-mut
+    tar -cf - --exclude=./.git --exclude=./build --exclude='./build-*' --exclude=./runs \
+        --exclude=./results . | tar -xf - -C build-mut
+    cp -a build build-mut/build
+}
+
+check_stage() {  # check_stage NN
+    local n=$1 out="$log/out" raw="$log/raw" total ref ex m t0 secs name breaks part s lost
+    # 1. the reference
+    GRADE_LOG="$log/ref" BUILD=build bash scripts/grade.sh "$n" >"$out" 2>&1
+    ref=$(tail -n 1 "$out")
+    total=$(sed -n 's/^score: [0-9]*\/\([0-9]*\)$/\1/p' <<<"$ref")
+    verdict "$([ -n "$total" ] && [ "$ref" = "score: $total/$total" ] && echo 1)" \
+        "grade.stage$n.reference_full_marks" "$ref"
+    [ "$ref" = "score: $total/$total" ] || sed 's/^/    /' "$out" | head -n 40
+    # 2. the starters
+    GRADE_LOG=$raw BUILD=build-ex bash scripts/grade.sh "$n" >"$out" 2>&1
+    ex=$(tail -n 1 "$out")
+    verdict "$([ "$ex" = "score: 0/$total" ] && echo 1)" "grade.stage$n.starters_score_zero" "$ex"
+    local killed
+    killed=$(runner_killed "$raw" signal)
+    verdict "$([ -z "$killed" ] && echo 1)" "grade.stage$n.starters_fail_cleanly" \
+        "${killed:-no test crashed by a signal or timed out}"
+    # 3. the mutants
+    for m in tests/mutants/stage"$n"/*.patch; do
+        [ -f "$m" ] || continue
+        name=$(basename "$m" .patch)
+        breaks=$(sed -n 's/^# breaks: //p' "$m")
+        tests=$(tests_of "$n" "$breaks" "$log/ref")
+        [ -d build-mut ] || make_mutant_tree
+        if ! patch -s -p1 -d build-mut <"$m"; then
+            verdict 0 "grade.stage$n.mutant.$name" "the patch no longer applies to the reference"
+            continue
+        fi
+        t0=$(date +%s)
+        if ! make -C build-mut --no-print-directory -s BUILD=build all >"$log/make" 2>&1; then
+            verdict 0 "grade.stage$n.mutant.$name" "does not build: $(tail -n 3 "$log/make")"
+        else
+            ONLY=$tests GRADE_LOG=$raw TEST_TIMEOUT=$MUT_TIMEOUT BUILD=build \
+                bash build-mut/scripts/grade.sh "$n" "${breaks// /,}" >"$out" 2>&1
+            secs=$(( $(date +%s) - t0 ))
+            lost="" s=1
+            for part in $breaks; do
+                local got
+                got=$(part_score "$part" "$out")
+                if [ -z "$got" ]; then s=0; lost+=" $part: not in the grader's table;"
+                elif [ "${got%%/*}" != 0 ]; then s=0; lost+=" $part: still $got;"
+                else lost+=" $part ${got};"; fi
+            done
+            killed=$(runner_killed "$raw")
+            [ -n "$killed" ] && { s=0; lost+=" a test hung until the runner's limit: $killed"; }
+            verdict "$s" "grade.stage$n.mutant.$name" "loses${lost%;} ($(tail -n 1 "$out"), ${secs}s)"
+            [ "$s" = 1 ] || sed 's/^/    /' "$out" | head -n 30
+        fi
+        patch -s -R -p1 -d build-mut <"$m" || { rm -rf build-mut; }
+    done
+}
+
+# Stages to check: the arguments (1 2 ...), or every stage with exercises.
+stages=("$@")
+if [ ${#stages[@]} -eq 0 ]; then
+    for parts in [0-9][0-9]_*/exercises/parts.txt; do [ -f "$parts" ] && stages+=("${parts%%_*}"); done
+fi
+for st in "${stages[@]}"; do check_stage "$(printf '%02d' "$((10#$st))")"; done
+rm -rf build-mut
 echo "$passed passed, $failed failed"
-exit $status
+[ "$failed" -eq 0 ]

@@ -8,11 +8,12 @@
 #   libopenmpi-dev, openmpi-bin   MPI baselines and mpirun launches
 #   gnuplot-nox        the plots
 #   python3-torch      PyTorch reference values, tests only (Debian's /usr/bin/python3)
+#   patch              applies the graders' mutants (make grade-check)
 #
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is not a Debian package here: the build uses
 # it when it finds it under /usr/local/cuda (or CUDA_HOME / NCCL_HOME).
 set -eu
-PKGS="build-essential libopenblas-dev libopenmpi-dev openmpi-bin gnuplot-nox python3-torch"
+PKGS="build-essential libopenblas-dev libopenmpi-dev openmpi-bin gnuplot-nox python3-torch patch"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -3,26 +3,44 @@
 #
 #   BUILD=build bash tests/run.sh              every suite
 #   BUILD=build bash tests/run.sh core gpu     some suites: core, gpu, stage01, stage02, ...
+#   BUILD=build-ex ONLY=ddp-np3 bash tests/run.sh stage02    one test of a suite, by name
 #
-# Each test prints one line per check: "PASS name ..." or "FAIL name ...".
+# Each test prints one line per check: "PASS name ..." or "FAIL name ...", and
+# may announce the checks it is about to run ("PLAN name"), so that a check that
+# never reported can be traced to the test that should have reported it.
 # A program that crashes or times out without printing a FAIL counts as one
 # failure, and any crash or timeout is reported as "CRASH" (the graders look for
-# it). Exit status 77 means "skipped" (e.g. no GPU), counted separately.
+# it). Exit status 77 means "skipped" (e.g. no GPU), counted separately. A test
+# that fails also prints the command that reruns it alone ("rerun alone: ...").
 # The last line is "N passed, N failed[, N skipped]"; exit status is non-zero
 # on any failure. A stage's suite is the file tests/stageNN.sh, sourced here.
+# SHOW_PLAN=1 passes the PLAN lines through (scripts/grade.sh reads them).
 set -u
 BUILD=${BUILD:-build}
 export BUILD
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3                      # Debian's interpreter carries python3-torch
 TIMEOUT=${TEST_TIMEOUT:-300}
-passed=0 failed=0 skipped=0
+passed=0 failed=0 skipped=0 ran=0 suite=
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
+# The command that reruns test NAME alone, from the repository root.
+rerun_command() {  # rerun_command NAME COMMAND...
+    local name=$1; shift
+    if declare -F "$1" >/dev/null; then
+        echo "BUILD=$BUILD ONLY=$name bash tests/run.sh $suite"
+    else
+        printf '%q ' "$@" | sed 's/ $//'
+    fi
+}
+
 run() {  # run NAME COMMAND...
     local name=$1; shift
-    local out="$log/$name.out" rc
+    if [ -n "${ONLY:-}" ] && ! [[ " ${ONLY//,/ } " == *" $name "* ]]; then return 0; fi
+    ran=$((ran + 1))
+    local out="$log/$name.out" rc rerun
+    rerun=$(rerun_command "$name" "$@")
     # A shell function (from a stage's suite) runs in a child bash, under the timeout.
     if declare -F "$1" >/dev/null; then export -f "$1"; set -- bash -c '"$@"' _ "$@"; fi
     timeout -k 5 "$TIMEOUT" "$@" >"$out" 2>&1
@@ -30,7 +48,7 @@ run() {  # run NAME COMMAND...
     local p f
     p=$(grep -c '^PASS ' "$out")
     f=$(grep -c '^FAIL ' "$out")
-    grep -E '^(PASS|FAIL|SKIP) ' "$out" | sed "s/^/  [$name] /"
+    grep -E "^(PASS|FAIL|SKIP$( [ "${SHOW_PLAN:-0}" = 1 ] && echo '|PLAN')) " "$out" | sed "s/^/  [$name] /"
     if [ "$rc" -eq 124 ] || [ "$rc" -gt 128 ]; then
         echo "  [$name] CRASH: status $rc ($( [ "$rc" -eq 124 ] && echo "timed out after ${TIMEOUT}s" || echo "signal $((rc - 128))"))"
     fi
@@ -42,10 +60,12 @@ run() {  # run NAME COMMAND...
         echo "  [$name] FAIL: exited with status $rc without reporting a failing check; last lines:"
         tail -n 15 "$out" | sed 's/^/      /'
     elif [ "$f" -gt 0 ]; then
-        grep -v -E '^(PASS|SKIP) ' "$out" | grep -v '^#' | tail -n 20 | sed 's/^/      /'
+        grep -v -E '^(PASS|SKIP|PLAN) ' "$out" | grep -v '^#' | tail -n 20 | sed 's/^/      /'
     fi
+    [ "$f" -gt 0 ] && echo "  [$name] rerun alone: $rerun"
     passed=$((passed + p))
     failed=$((failed + f))
+    return 0
 }
 
 core() {
@@ -62,8 +82,19 @@ core() {
     fi
 }
 gpu() {
-    run gpu "$BUILD/tests/test_gpu"
-    for n in 1 2 3 4; do run "gpu-comm-np$n" "$BUILD/tests/test_gpu_comm" --np "$n" --timeout 60; done
+    # The probe itself: a broken GPU fails the suite, "no GPU" skips it (no GPU used).
+    run gpu-probe bash tests/test_gpu_probe.sh "$BUILD"
+    # `make sanitize` builds these tests with AddressSanitizer. ASan's shadow-gap
+    # protection takes address space the CUDA driver reserves (CUDA would report
+    # out of memory at its first call), and LeakSanitizer would report the CUDA
+    # libraries' own start-up allocations (tests/lsan_cuda.supp). Binaries built
+    # without ASan ignore both variables.
+    local cuda_asan=(env "ASAN_OPTIONS=protect_shadow_gap=0:fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+                     "LSAN_OPTIONS=suppressions=$PWD/tests/lsan_cuda.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}")
+    run gpu "${cuda_asan[@]}" "$BUILD/tests/test_gpu"
+    for n in 1 2 3 4; do
+        run "gpu-comm-np$n" "${cuda_asan[@]}" "$BUILD/tests/test_gpu_comm" --np "$n" --timeout 60
+    done
 }
 
 suites=("$@")
@@ -72,7 +103,8 @@ if [ ${#suites[@]} -eq 0 ]; then
     for f in tests/stage[0-9][0-9].sh; do [ -f "$f" ] && suites+=("$(basename "$f" .sh)"); done
     suites+=(gpu)
 fi
-for s in "${suites[@]}"; do
+for suite in "${suites[@]}"; do
+    s=$suite
     case "$s" in
         core) core ;;
         gpu) gpu ;;
@@ -82,6 +114,10 @@ for s in "${suites[@]}"; do
     esac
 done
 
+if [ -n "${ONLY:-}" ] && [ "$ran" -eq 0 ]; then
+    echo "run.sh: ONLY=$ONLY names no test of suite(s) ${suites[*]}"
+    failed=$((failed + 1))
+fi
 line="$passed passed, $failed failed"
 [ "$skipped" -gt 0 ] && line="$line, $skipped skipped"
 echo "$line"

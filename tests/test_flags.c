@@ -1,5 +1,6 @@
 // test_flags.c — the flag table: good input parses, bad input exits 2 with a message
-// naming the flag, the value and what is allowed; --help shows every flag.
+// naming the flag, the value and what is allowed; --help shows every flag; a sentinel
+// default ("-1 = off") is shown by its meaning and named when a value is refused.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,28 +12,30 @@
 
 // A program's configuration, with its defaults, and its flag table.
 typedef struct {
-    int layers, heads, fused;
+    int layers, heads, fused, kill_rank;
     double lr, shift;
     const char *device, *run_name;
     size_t device_mem;
     unsigned long long seed;
 } Cfg;
 
-enum { NFLAGS = 9 };
+enum { NFLAGS = 10 };
 
 static void setup(Cfg *c, Flag *t) {
-    *c = (Cfg){.layers = 12, .heads = 12, .fused = 0, .lr = 3e-4, .shift = 0.0,
+    *c = (Cfg){.layers = 12, .heads = 12, .fused = 0, .kill_rank = -1, .lr = 3e-4, .shift = 0.0,
                .device = "cpu", .run_name = NULL, .device_mem = 0, .seed = 1337};
     Flag table[NFLAGS] = {
-        {"--layers", FLAG_INT, &c->layers, 1, 1024, NULL, "transformer blocks (L)", 0},
-        {"--heads", FLAG_INT, &c->heads, 1, 1024, NULL, "attention heads (H)", 0},
-        {"--lr", FLAG_DOUBLE, &c->lr, 0, 1, NULL, "peak learning rate", 0},
-        {"--shift", FLAG_DOUBLE, &c->shift, 1, 0, NULL, "an unbounded number", 0},
-        {"--device", FLAG_STRING, &c->device, 0, 0, "cpu|cuda", "where to compute", 0},
-        {"--run-name", FLAG_STRING, &c->run_name, 0, 0, NULL, "label for results", 0},
-        {"--fused", FLAG_BOOL, &c->fused, 0, 0, NULL, "use the fused kernel", 0},
-        {"--device-mem", FLAG_BYTES, &c->device_mem, 0, 1e15, NULL, "simulated capacity", 0},
-        {"--seed", FLAG_U64, &c->seed, 1, 0, NULL, "random seed", 0},
+        {"--layers", FLAG_INT, &c->layers, 1, 1024, NULL, "transformer blocks (L)", NULL, 0},
+        {"--heads", FLAG_INT, &c->heads, 1, 1024, NULL, "attention heads (H)", NULL, 0},
+        {"--lr", FLAG_DOUBLE, &c->lr, 0, 1, NULL, "peak learning rate", NULL, 0},
+        {"--shift", FLAG_DOUBLE, &c->shift, 1, 0, NULL, "an unbounded number", NULL, 0},
+        {"--device", FLAG_STRING, &c->device, 0, 0, "cpu|cuda", "where to compute", NULL, 0},
+        {"--run-name", FLAG_STRING, &c->run_name, 0, 0, NULL, "label for results", NULL, 0},
+        {"--fused", FLAG_BOOL, &c->fused, 0, 0, NULL, "use the fused kernel", NULL, 0},
+        {"--device-mem", FLAG_BYTES, &c->device_mem, 0, 1e15, NULL, "simulated capacity", NULL, 0},
+        {"--seed", FLAG_U64, &c->seed, 1, 0, NULL, "random seed", NULL, 0},
+        // A sentinel default outside the range, as test_collectives' --kill-rank.
+        F_INT_SENTINEL("--kill-rank", &c->kill_rank, 0, 63, "-1 = off", "this rank kills itself"),
     };
     memcpy(t, table, sizeof table);
 }
@@ -51,17 +54,19 @@ static void test_good(TestState *ts) {
     char *none[] = {"prog", NULL};
     parse(&c, t, none);
     int ok = c.layers == 12 && c.heads == 12 && c.lr == 3e-4 && strcmp(c.device, "cpu") == 0 &&
-             c.run_name == NULL && c.fused == 0 && c.device_mem == 0 && c.seed == 1337;
+             c.run_name == NULL && c.fused == 0 && c.device_mem == 0 && c.seed == 1337 &&
+             c.kill_rank == -1;
     for (int i = 0; i < NFLAGS; i++) ok = ok && !t[i].given;
     test_report(ts, ok, "flags_defaults_kept", "no arguments: defaults and given == 0");
 
     char *all[] = {"prog", "--layers", "24", "--heads=16", "--lr", "1e-3", "--shift", "-1.5",
                    "--device", "cuda", "--run-name=a=b", "--fused", "--device-mem", "80GB",
-                   "--seed=18446744073709551615", NULL};
+                   "--seed=18446744073709551615", "--kill-rank", "0", NULL};
     parse(&c, t, all);
     ok = c.layers == 24 && c.heads == 16 && c.lr == 1e-3 && c.shift == -1.5 &&
          strcmp(c.device, "cuda") == 0 && c.run_name && strcmp(c.run_name, "a=b") == 0 &&
-         c.fused == 1 && c.device_mem == 80000000000ull && c.seed == 18446744073709551615ull;
+         c.fused == 1 && c.device_mem == 80000000000ull && c.seed == 18446744073709551615ull &&
+         c.kill_rank == 0;
     for (int i = 0; i < NFLAGS; i++) ok = ok && t[i].given;
     test_report(ts, ok, "flags_every_type_parses",
                 "layers %d heads %d lr %g shift %g device %s run-name %s fused %d mem %zu seed %llu",
@@ -115,9 +120,20 @@ static void child_duplicate_table(void *arg) {
     (void)arg;
     int a = 0, b = 0;
     Flag t[] = {
-        {"--x", FLAG_INT, &a, 0, 9, NULL, "x", 0},
-        {"--x", FLAG_INT, &b, 0, 9, NULL, "x again", 0},
+        {"--x", FLAG_INT, &a, 0, 9, NULL, "x", NULL, 0},
+        {"--x", FLAG_INT, &b, 0, 9, NULL, "x again", NULL, 0},
     };
+    char *argv[] = {"prog", NULL};
+    flags_parse(t, FLAG_COUNT(t), 1, argv, "prog", "");
+}
+
+// A one-row table, --x in [1, 9], with this default and sentinel text.
+typedef struct { int def; const char *sentinel; } TableOne;
+
+static void child_table_one(void *arg) {
+    const TableOne *o = arg;
+    int x = o->def;
+    Flag t[] = {F_INT_SENTINEL("--x", &x, 1, 9, o->sentinel, "x")};
     char *argv[] = {"prog", NULL};
     flags_parse(t, FLAG_COUNT(t), 1, argv, "prog", "");
 }
@@ -146,6 +162,11 @@ static void test_bad(TestState *ts) {
         {{"--seed", "-1"}, "error: --seed '-1' is not an unsigned integer"},
         {{"--seed", "18446744073709551616"}, "error: --seed 18446744073709551616 is out of range"},
         {{"--fused=maybe"}, "error: --fused 'maybe' is not a boolean"},
+        // A sentinel default is refused as a value, with the way to get it.
+        {{"--kill-rank", "-1"},
+         "error: --kill-rank -1 is out of range [0, 63]; leave the flag out for -1 = off"},
+        {{"--kill-rank=64"},
+         "error: --kill-rank 64 is out of range [0, 63]; leave the flag out for -1 = off"},
         {{"layers"}, "error: unexpected argument 'layers'"},
         {{"--layers", "3", "extra"}, "error: unexpected argument 'extra'"},
     };
@@ -175,8 +196,15 @@ static void test_bad(TestState *ts) {
                     "prog%s -> exit %d: \"%s\"", joined, status, out);
     }
 
+    // Without a sentinel the range error is the bare sentence, no hint.
     char out[1024];
-    int status = run_child(child_fail, NULL, out, sizeof out);
+    char *heads0[] = {"prog", "--heads", "0", NULL};
+    Args h0 = {heads0};
+    int status = run_child(child_parse, &h0, out, sizeof out);
+    test_report(ts, status == 2 && strcmp(out, "error: --heads 0 is out of range [1, 1024]") == 0,
+                "flags_range_error_without_sentinel", "exit %d: \"%s\"", status, out);
+
+    status = run_child(child_fail, NULL, out, sizeof out);
     test_report(ts, status == 2 && strcmp(out, "error: --heads 5 must divide --dim 768") == 0,
                 "flags_fail_exits_2", "exit %d: \"%s\"", status, out);
 
@@ -187,6 +215,29 @@ static void test_bad(TestState *ts) {
     status = run_child(child_duplicate_table, NULL, out, sizeof out);
     test_report(ts, status == 1 && strstr(out, "--x"), "flags_duplicate_table_entry_dies",
                 "exit %d: \"%s\"", status, out);
+    status = run_child(child_table_one, &(TableOne){0, NULL}, out, sizeof out);
+    test_report(ts, status == 1 && strstr(out, "the default of --x, 0, lies outside its range"),
+                "flags_unexplained_default_out_of_range_dies", "exit %d: \"%s\"", status, out);
+    status = run_child(child_table_one, &(TableOne){-1, "0 = off"}, out, sizeof out);
+    test_report(ts, status == 1 && strstr(out, "\"0 = off\", must begin with its default, \"-1 = \""),
+                "flags_stale_sentinel_dies", "exit %d: \"%s\"", status, out);
+    // A sentinel inside the range is allowed too (it is then also a value one may type).
+    status = run_child(child_table_one, &(TableOne){5, "5 = auto"}, out, sizeof out);
+    test_report(ts, status == 0, "flags_sentinel_in_range_ok", "exit %d: \"%s\"", status, out);
+}
+
+// The line of --help output `out` that starts with "  <flag> ", or "" if none.
+static void help_line(const char *out, const char *flag, char *line, size_t n) {
+    char key[64];
+    snprintf(key, sizeof key, "\n  %s ", flag);
+    const char *p = strstr(out, key);
+    line[0] = '\0';
+    if (!p) return;
+    p += 1;
+    size_t len = strcspn(p, "\n");
+    if (len >= n) len = n - 1;
+    memcpy(line, p, len);
+    line[len] = '\0';
 }
 
 static void test_help(TestState *ts) {
@@ -207,6 +258,7 @@ static void test_help(TestState *ts) {
         "--fused", "off", "use the fused kernel",
         "--device-mem BYTES", "0 B", "[0 B, 1000.00 TB]", "simulated capacity",
         "--seed U64", "1337", "random seed",
+        "--kill-rank INT", "-1 = off", "[0, 63]", "this rank kills itself",
         "--help",
     };
     int missing = 0;
@@ -221,6 +273,20 @@ static void test_help(TestState *ts) {
     test_report(ts, status == 0 && missing == 0 && !bogus_range, "flags_help",
                 "exit %d, %d items missing, bogus range %d", status, missing, bogus_range);
     if (missing) printf("%s\n", out);
+
+    // The sentinel's row: its meaning in the default column, not a bare "-1" beside a
+    // range that excludes it.
+    char line[256];
+    help_line(out, "--kill-rank", line, sizeof line);
+    test_report(ts, strstr(line, " -1 = off ") && strstr(line, "[0, 63]"),
+                "flags_help_sentinel_default", "\"%s\"", line);
+    // Given a value, the row shows the value, like any other flag's.
+    char *given[] = {"prog", "--kill-rank", "5", "--help", NULL};
+    Args g = {given};
+    status = run_child(child_parse, &g, out, sizeof out);
+    help_line(out, "--kill-rank", line, sizeof line);
+    test_report(ts, status == 0 && strstr(line, " 5 ") && !strstr(line, "= off"),
+                "flags_help_sentinel_given", "exit %d: \"%s\"", status, line);
 }
 
 int main(void) {

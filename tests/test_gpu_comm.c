@@ -18,9 +18,15 @@
 // must give the IPC ring.
 //
 // One line per (way, collective, property), printed by rank 0 after collecting
-// the verdicts point to point (not through the collectives under test). With no
-// CUDA device it prints "SKIP gpu-comm: no CUDA device" and exits 77, which
-// tests/run.sh counts as skipped.
+// the verdicts point to point (not through the collectives under test).
+//
+// Skipped (exit 77, which tests/run.sh counts as skipped) with no CUDA in the
+// build, with no CUDA device, and when the ranks would share a GPU whose compute
+// mode forbids it (exclusive-process: only one process may hold it; the test
+// never changes the mode). A GPU that is there but broken is a FAIL, never a
+// skip (common/cuda_probe.h). Where the IPC ring cannot connect the ranks' GPUs
+// (a peer GPU hidden from a rank, no peer-to-peer path) its checks are skipped
+// with the reason, and NCCL's still run.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +34,7 @@
 #include "check.h"
 #include "collectives.h"
 #include "comm_cuda.h"
+#include "cuda_probe.h"
 #include "flags.h"
 #include "ops.h"
 #include "rng.h"
@@ -148,6 +155,21 @@ static void test_ipc_equals_host_ring(Env *e, GpuComm *gc) {
     verdict(e, name, counter_diff, "(rank, dtype) pairs count other bytes sent or received");
 }
 
+// NCCL asked for by name: what placement gave, then NCCL's collectives.
+static void test_nccl(Env *e, GpuComm *nccl, int shared) {
+    GpuAlgo got = gpu_comm_algo(nccl);
+    char name[96];
+    snprintf(name, sizeof name, "gpu.nccl.placement.np%d", e->g->size);
+    if (e->g->rank == 0) {
+        int ok = shared ? got == GPU_IPC : got == GPU_NCCL;
+        printf("%s %s  ranks %s a GPU; asked for NCCL, got %s (%s)\n", ok ? "PASS" : "FAIL", name,
+               shared ? "share" : "do not share", gpu_algo_name(got), gpu_comm_describe(nccl));
+        fflush(stdout);
+    }
+    if (got == GPU_NCCL) test_exact(e, nccl, "nccl");
+    else if (e->g->rank == 0) printf("SKIP gpu.nccl.*.np%d: ranks share a GPU\n", e->g->size);
+}
+
 int main(int argc, char **argv) {
     int np = 1;
     double timeout = 60;
@@ -158,9 +180,13 @@ int main(int argc, char **argv) {
     flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_gpu_comm [flags]",
                 "Checks the GPU collectives (CUDA IPC ring, NCCL) against a serial sum.");
     // Asked in a child process: CUDA must not be initialized before the fork below.
-    int ndev = gpu_probe_devices();
-    if (ndev == 0) {
-        printf("SKIP gpu-comm: no CUDA device\n");
+    CudaProbe probe;
+    cuda_probe_forked(&probe);
+    int gate = cuda_probe_gate(&probe, "gpu-comm");
+    if (gate) return gate;
+    char why[400];
+    if (!cuda_probe_can_share(&probe, np, why, sizeof why)) {
+        printf("SKIP gpu-comm: %s (the test never changes a GPU's compute mode)\n", why);
         return 77;
     }
     CommConfig cc = {.np = np, .timeout_s = timeout};
@@ -172,27 +198,28 @@ int main(int argc, char **argv) {
     e.host = malloc(MAXCOUNT * sizeof(float));
     CHECK(e.host, "out of host memory");
 
-    GpuComm *ipc = gpu_comm_new(c, e.g, &ctx, GPU_IPC);
-    test_exact(&e, ipc, "ipc");
-    test_ipc_equals_host_ring(&e, ipc);
-    int shared = gpu_comm_shared(ipc);
-    gpu_comm_free(ipc);
+    // Collective: every rank gets the IPC ring, or every rank gets NULL.
+    GpuComm *ipc = gpu_comm_try(c, e.g, &ctx, GPU_IPC, why, sizeof why);
+    int shared = np > probe.devices;  // round-robin placement, as gpu_pick_device
+    if (ipc) {
+        test_exact(&e, ipc, "ipc");
+        test_ipc_equals_host_ring(&e, ipc);
+        shared = gpu_comm_shared(ipc);
+        gpu_comm_free(ipc);
+    } else if (e.g->rank == 0) {
+        printf("SKIP gpu.ipc.*.np%d: %s\n", e.g->size, why);
+        fflush(stdout);
+    }
 
     // NCCL as asked for by name: on distinct GPUs it must be NCCL; on a shared
     // GPU it must be refused (and the IPC ring used), never a hang or a crash.
-    GpuComm *nccl = gpu_comm_new(c, e.g, &ctx, GPU_NCCL);
-    GpuAlgo got = gpu_comm_algo(nccl);
-    char name[96];
-    snprintf(name, sizeof name, "gpu.nccl.placement.np%d", e.g->size);
-    if (e.g->rank == 0) {
-        int ok = shared ? got == GPU_IPC : got == GPU_NCCL;
-        printf("%s %s  ranks %s a GPU; asked for NCCL, got %s (%s)\n", ok ? "PASS" : "FAIL", name,
-               shared ? "share" : "do not share", gpu_algo_name(got), gpu_comm_describe(nccl));
-        fflush(stdout);
+    GpuComm *nccl = gpu_comm_try(c, e.g, &ctx, GPU_NCCL, why, sizeof why);
+    if (nccl) {
+        test_nccl(&e, nccl, shared);
+        gpu_comm_free(nccl);
+    } else if (e.g->rank == 0) {  // shared GPUs: the IPC ring, which cannot connect them
+        printf("SKIP gpu.nccl.*.np%d: %s\n", e.g->size, why);
     }
-    if (got == GPU_NCCL) test_exact(&e, nccl, "nccl");
-    else if (e.g->rank == 0) printf("SKIP gpu.nccl.*.np%d: ranks share a GPU\n", e.g->size);
-    gpu_comm_free(nccl);
 
     mem_free(&ctx, MEM_WORKSPACE, e.dev, MAXCOUNT * sizeof(float));
     free(e.host);

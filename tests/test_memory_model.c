@@ -1,6 +1,6 @@
 // test_memory_model.c — stage 01's calculator against the published figures.
 //
-// Sources (../shared/reference/formulas.md beside the course):
+// Sources (collected, with their numbers, in docs/formulas.md §1-4):
 //   ZeRO (Rajbhandari et al. 2019) §3.1, Figure 1, Tables 1 and 2;
 //   Transformer Math 101 (EleutherAI 2023) and Megatron-LM's distributed-optimizer table;
 //   Megatron-LM (Narayanan et al. 2021) Eq. 2 and Table 1;

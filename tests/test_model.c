@@ -11,6 +11,7 @@
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
+#include "perf.h"
 
 static const GPTConfig TINY = {2, 64, 4, 32, 256};
 
@@ -43,15 +44,39 @@ static void train(const GPTConfig *c, uint64_t seed, int B, int steps, float *lo
     ctx_destroy(&ctx);
 }
 
+// The cores CPU MFU is quoted against: ranks x threads, never more than the cores
+// there are. 3 ranks on 2 cores once printed MFU 107-117 % (counted 3 cores' peak).
+static void test_usable_cores(TestState *ts) {
+    static const int cases[][4] = {  // local ranks, threads, cores, want
+        {1, 1, 2, 1}, {2, 1, 2, 2}, {3, 1, 2, 2}, {4, 1, 2, 2}, {8, 1, 2, 2},
+        {1, 2, 2, 2}, {1, 4, 2, 2}, {2, 4, 16, 8}, {4, 2, 6, 6}, {1, 1, 1, 1},
+        {0, 0, 0, 1}, {2, 0, 4, 2},  // nonsense counts as 1
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = usable_cores(cases[i][0], cases[i][1], cases[i][2]);
+        if (got != cases[i][3]) {
+            bad++;
+            printf("# usable_cores(%d ranks, %d threads, %d cores) = %d, want %d\n", cases[i][0],
+                   cases[i][1], cases[i][2], got, cases[i][3]);
+        }
+    }
+    test_report(ts, bad == 0, "mfu.usable_cores", "%d of %zu cases wrong", bad,
+                sizeof cases / sizeof cases[0]);
+    int have = cores_available();
+    test_report(ts, have >= 1, "mfu.cores_available", "%d", have);
+}
+
 static void test_counts(TestState *ts) {
     GPTConfig c;
     gpt_preset("gpt2-124m", &c);
     size_t n = gpt_num_params(&c);
-    // 124,439,808: GPT-2 small with tied embeddings (shared/reference/formulas.md §9).
+    // 124,439,808: GPT-2 small with tied embeddings (docs/formulas.md §2.2).
     test_report(ts, n == 124439808u, "params.gpt2_124m", "%zu (want 124439808)", n);
     c.vocab = 50304;  // nanoGPT's padded vocabulary
     double f = gpt_flops_per_token(&c, 1024);
-    // 6 * 123,689,472 + 12*12*12*64*1024 = 855,383,040 FLOPs per token (PaLM formula).
+    // 6 * 123,689,472 + 12*12*12*64*1024 = 855,383,040 FLOPs per token (PaLM formula,
+    // docs/formulas.md §5.2).
     test_report(ts, f == 855383040.0, "flops_per_token.gpt2", "%.0f (want 855383040)", f);
     ParamSlice *s = calloc(gpt_num_slices(&TINY), sizeof *s);
     gpt_fill_slices(&TINY, s);
@@ -209,6 +234,7 @@ static void test_learns(TestState *ts) {
 int main(void) {
     TestState ts = {0};
     test_counts(&ts);
+    test_usable_cores(&ts);
     test_ledger_static(&ts);
     test_determinism(&ts);
     test_composition(&ts);

@@ -110,7 +110,7 @@ static void test_embedding(TestState *ts) {
     size_t ny = e.B * e.T * e.C;
     float *y = zeros(ny), *r = randn(ny, 1), *num = zeros(V * e.C);
     float *dte = zeros(V * e.C), *dpe = zeros(e.T * e.C);
-    o->embedding_backward(&ctx, dte, dpe, r, e.tok, e.B, e.T, e.C);
+    o->embedding_backward(&ctx, dte, dpe, r, e.tok, e.tok, e.B, e.T, e.C);
     fd_grad(emb_f, &e, e.wte, V * e.C, y, r, ny, num);
     check_rel(ts, "embedding.backward.dwte", dte, num, V * e.C, FD_TOL);
     fd_grad(emb_f, &e, e.wpe, e.T * e.C, y, r, ny, num);

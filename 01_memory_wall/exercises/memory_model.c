@@ -102,7 +102,7 @@ double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
 double mm_course_act_bytes(const ModelSpec *m, int B, int T) {
     // TODO(exercise): read gpt_alloc_acts in common/model.c and add up its act_floats
     // (in fp32) and the two int32 arrays of token ids it allocates beside them. Your
-    // number must match build/measure's ledger to within 10 % (it can match exactly).
+    // number must match build/measure's ledger exactly, to the byte: every term counts.
     (void)m;
     (void)B;
     (void)T;

@@ -1,0 +1,86 @@
+// ops_cuda_internal.cuh — what the two halves of the CUDA backend share:
+// ops_cuda.cu (set-up, memory, elementwise ops, the optimizer, the ops table) and
+// ops_cuda_layers.cu (the layers: matmul, embedding, layernorm, attention,
+// cross-entropy). Launch geometry, the backend's stream and workspace, the
+// deterministic warp and block reductions. Not for code outside the backend.
+#pragma once
+#include "cuda_common.cuh"
+#include "ops.h"
+
+#define BLOCK 256                    // threads per block for elementwise and row kernels
+#define WARPS_PER_BLOCK (BLOCK / 32)
+// Grid-stride loop: thread i takes elements i, i + (threads in the grid), ...
+#define GRID_STRIDE(i, n)                                                   \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)gridDim.x * blockDim.x)
+// Row kernels give one warp to each row: these name the warp's row and lane.
+#define WARP_ROW ((int)(blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32))
+#define LANE ((int)(threadIdx.x % 32))
+
+static inline CudaBackend *backend(Ctx *ctx) { return (CudaBackend *)ctx->backend; }
+static inline cudaStream_t stream(Ctx *ctx) { return backend(ctx)->stream; }
+
+// Grid for a grid-stride loop over n > 0 elements; 65536 blocks of 256 threads
+// fill an H100 many times over, and the cap keeps the grid legal for any n.
+static inline unsigned elem_grid(size_t n) {
+    size_t g = (n + BLOCK - 1) / BLOCK;
+    return (unsigned)(g < 65536 ? g : 65536);
+}
+static inline unsigned row_grid(size_t rows) {  // one warp per row
+    return (unsigned)((rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
+}
+
+// Device workspace of at least `bytes` (ops_cuda.cu): grown on demand, charged to
+// the ledger as workspace, shared by every op on the stream.
+void *cuda_scratch(Ctx *ctx, size_t bytes);
+
+// Reductions. The xor butterfly leaves the result in every lane and combines
+// the lanes in the same order on every run.
+struct SumOp {
+    template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename T, typename Op> __device__ T warp_reduce(T v, Op op) {
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));  // all 32 lanes take part
+    return v;
+}
+
+// Reduction over the whole block (blockDim.x a multiple of 32, at most 1024);
+// every thread gets the result. Every thread of the block must call it.
+template <typename T, typename Op> __device__ T block_reduce(T v, Op op, T identity) {
+    __shared__ T partial[32];
+    int warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = warp_reduce(v, op);
+    __syncthreads();  // a previous call may still be reading `partial`
+    if (LANE == 0) partial[warp] = v;
+    __syncthreads();
+    v = LANE < nwarps ? partial[LANE] : identity;
+    return warp_reduce(v, op);  // every warp reduces the partials itself
+}
+
+// The layers (ops_cuda_layers.cu), as ops.h declares them.
+void cuda_matmul_forward(Ctx *ctx, float *out, const float *inp, const float *w, const float *bias,
+                         int N, int C, int OC);
+void cuda_matmul_backward(Ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                          const float *inp, const float *w, int N, int C, int OC);
+void cuda_embedding_forward(Ctx *ctx, float *out, const int *tokens, const float *wte,
+                            const float *wpe, int B, int T, int C);
+void cuda_embedding_backward(Ctx *ctx, float *dwte, float *dwpe, const float *dout,
+                             const int *tokens, const int *host_tokens, int B, int T, int C);
+void cuda_layernorm_forward(Ctx *ctx, float *out, float *mean, float *rstd, const float *inp,
+                            const float *w, const float *b, int N, int C);
+void cuda_layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, const float *mean, const float *rstd,
+                             int N, int C);
+void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, int B, int T, int C,
+                            int NH);
+void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int NH);
+void cuda_crossentropy_forward(Ctx *ctx, float *losses, const float *logits, const int *targets,
+                               int N, int V);
+void cuda_crossentropy_backward(Ctx *ctx, float *dlogits, const float *logits, const int *targets,
+                                float dloss, int N, int V);

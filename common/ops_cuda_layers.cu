@@ -1,0 +1,411 @@
+// ops_cuda_layers.cu — the CUDA backend's layers: matmul (cuBLAS, fp32), the
+// embedding, layernorm, attention and cross-entropy kernels, each a forward and a
+// backward. The rules of ops_cuda.cu hold here: no float atomics (every sum in an
+// order fixed by the shapes), and everything on the backend's one stream.
+#include <math.h>
+#include <stdlib.h>
+
+#include "ops_cuda_internal.cuh"
+
+// ---------------------------------------------------------------- column sums
+//
+// db[c] += sum_n dout[n,c] and, when inp != NULL (layernorm), dw[c] += sum_n
+// dout[n,c] * xhat[n,c] with xhat = (inp[n,c] - mean[n]) * rstd[n]. Serves the
+// matmul bias gradient and the layernorm weight and bias gradients.
+// Pass 1: a block of 32 columns x 8 row lanes sums one chunk of COLSUM_ROWS
+// rows into part[chunk][c]. Pass 2: one thread per column adds the chunks in order.
+#define COLSUM_ROWS 256
+
+__global__ void colsum_partial_kernel(float *part_b, float *part_w, const float *dout,
+                                      const float *inp, const float *mean, const float *rstd,
+                                      int N, int C) {
+    __shared__ float sb[8][32], sw[8][32];
+    int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx;
+    int r0 = blockIdx.y * COLSUM_ROWS, r1 = min(N, r0 + COLSUM_ROWS);
+    float b = 0.0f, w = 0.0f;
+    if (c < C) {
+        for (int n = r0 + ty; n < r1; n += 8) {  // a warp reads 32 adjacent floats: coalesced
+            float d = dout[(size_t)n * C + c];
+            b += d;
+            if (inp) w += d * ((inp[(size_t)n * C + c] - mean[n]) * rstd[n]);
+        }
+    }
+    sb[ty][tx] = b;
+    sw[ty][tx] = w;
+    __syncthreads();  // every thread reaches it: no early return above
+    if (ty == 0 && c < C) {
+        for (int k = 1; k < 8; k++) b += sb[k][tx], w += sw[k][tx];
+        part_b[(size_t)blockIdx.y * C + c] = b;
+        if (inp) part_w[(size_t)blockIdx.y * C + c] = w;
+    }
+}
+
+__global__ void colsum_finish_kernel(float *db, float *dw, const float *part_b,
+                                     const float *part_w, int nchunks, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float b = 0.0f, w = 0.0f;
+    for (int k = 0; k < nchunks; k++) {
+        b += part_b[(size_t)k * C + c];
+        if (dw) w += part_w[(size_t)k * C + c];
+    }
+    if (db) db[c] += b;
+    if (dw) dw[c] += w;
+}
+
+// db or dw may be NULL (not wanted).
+static void column_sums(Ctx *ctx, float *db, float *dw, const float *dout, const float *inp,
+                        const float *mean, const float *rstd, int N, int C) {
+    if ((!db && !dw) || N <= 0 || C <= 0) return;
+    if (!dw) inp = NULL;  // plain column sums
+    int nchunks = (N + COLSUM_ROWS - 1) / COLSUM_ROWS;
+    float *part_b = (float *)cuda_scratch(ctx, 2 * (size_t)nchunks * C * sizeof(float));
+    float *part_w = part_b + (size_t)nchunks * C;
+    dim3 grid((C + 31) / 32, nchunks), block(32, 8);
+    colsum_partial_kernel<<<grid, block, 0, stream(ctx)>>>(part_b, part_w, dout, inp, mean, rstd,
+                                                           N, C);
+    CUDA_CHECK_LAUNCH();
+    colsum_finish_kernel<<<(C + BLOCK - 1) / BLOCK, BLOCK, 0, stream(ctx)>>>(
+        db, inp ? dw : NULL, part_b, part_w, nchunks, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------- matmul
+//
+// cuBLAS is column-major. A row-major (R x K) matrix with leading dimension ld
+// is, to cuBLAS, its transpose: a column-major (K x R) matrix with the same ld.
+// So we ask cuBLAS for out^T = w * inp^T (its view), which is out = inp @ w^T in
+// ours: that is why the calls below look transposed against the formulas.
+
+__global__ void add_bias_kernel(float *out, const float *bias, size_t n, int OC) {
+    GRID_STRIDE(i, n) out[i] += bias[i % OC];
+}
+
+void cuda_matmul_forward(Ctx *ctx, float *out, const float *inp, const float *w,
+                                const float *bias, int N, int C, int OC) {
+    const float one = 1.0f, zero = 0.0f;
+    // out(N,OC) = inp(N,C) @ w(OC,C)^T
+    CUBLAS_CHECK(cublasSgemm(backend(ctx)->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w, C,
+                             inp, C, &zero, out, OC));
+    size_t n = (size_t)N * OC;
+    if (bias && n) add_bias_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(out, bias, n, OC);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_matmul_backward(Ctx *ctx, float *dinp, float *dw, float *dbias,
+                                 const float *dout, const float *inp, const float *w, int N,
+                                 int C, int OC) {
+    cublasHandle_t h = backend(ctx)->cublas;
+    const float one = 1.0f;  // beta = 1: accumulate into the gradients
+    if (dinp)  // dinp(N,C) += dout(N,OC) @ w(OC,C)
+        CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, w, C, dout, OC,
+                                 &one, dinp, C));
+    if (dw)  // dw(OC,C) += dout^T(OC,N) @ inp(N,C)
+        CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC,
+                                 &one, dw, C));
+    column_sums(ctx, dbias, NULL, dout, NULL, NULL, NULL, N, OC);
+}
+
+// ---------------------------------------------------------------- embedding
+
+__global__ void embedding_forward_kernel(float *out, const int *tokens, const float *wte,
+                                         const float *wpe, int T, int C, size_t n) {
+    GRID_STRIDE(i, n) {
+        size_t row = i / C;  // b*T + t
+        int c = (int)(i % C), t = (int)(row % T);
+        out[i] = wte[(size_t)tokens[row] * C + c] + wpe[(size_t)t * C + c];
+    }
+}
+
+void cuda_embedding_forward(Ctx *ctx, float *out, const int *tokens, const float *wte,
+                                   const float *wpe, int B, int T, int C) {
+    size_t n = (size_t)B * T * C;
+    if (n)
+        embedding_forward_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(out, tokens, wte, wpe,
+                                                                          T, C, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+// dwpe[t,c] += dout[0,t,c] + dout[1,t,c] + ...: one thread per (t,c), b in order.
+__global__ void dwpe_kernel(float *dwpe, const float *dout, int B, size_t TC) {
+    GRID_STRIDE(i, TC) {
+        float s = dwpe[i];
+        for (int b = 0; b < B; b++) s += dout[b * TC + i];
+        dwpe[i] = s;
+    }
+}
+
+// One block per distinct token u: dwte[uniq[u]] += the dout rows at positions
+// pos[off[u]], ..., pos[off[u+1]-1], increasing, so in the CPU's order.
+__global__ void dwte_kernel(float *dwte, const float *dout, const int *uniq, const int *off,
+                            const int *pos, int C) {
+    int u = blockIdx.x;
+    float *row = dwte + (size_t)uniq[u] * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float s = row[c];
+        for (int i = off[u]; i < off[u + 1]; i++) s += dout[(size_t)pos[i] * C + c];
+        row[c] = s;
+    }
+}
+
+// host_tokens: the same ids as `tokens`, in host memory. The grouping below is
+// done on the host, and the model keeps the host copy of each batch, so no copy
+// back from the GPU (and no wait for it) is needed here.
+void cuda_embedding_backward(Ctx *ctx, float *dwte, float *dwpe, const float *dout,
+                                    const int *tokens, const int *host_tokens, int B, int T,
+                                    int C) {
+    (void)tokens;
+    int N = B * T;
+    if (N <= 0 || C <= 0) return;
+    size_t TC = (size_t)T * C;
+    if (dwpe) dwpe_kernel<<<elem_grid(TC), BLOCK, 0, stream(ctx)>>>(dwpe, dout, B, TC);
+    CUDA_CHECK_LAUNCH();
+    if (!dwte) return;
+    CHECK(host_tokens, "embedding_backward on cuda: host_tokens is NULL (the host copy of the "
+          "token ids is required)");
+    // Positions that share a token would race on its dwte row. So the host groups
+    // the positions by token (a counting sort over the token ids) and each
+    // distinct token gets one block that sums its rows in a fixed order.
+    const int *tok = host_tokens;
+    size_t pack_n = 3 * (size_t)N + 1;  // uniq (<= N) | off (<= N+1) | pos (N)
+    int *pack = (int *)malloc(pack_n * sizeof(int));
+    CHECK(pack, "out of host memory");
+    int maxtok = 0;
+    for (int n = 0; n < N; n++) {
+        CHECK(tok[n] >= 0, "embedding_backward: negative token %d at position %d", tok[n], n);
+        if (tok[n] > maxtok) maxtok = tok[n];
+    }
+    int *start = (int *)calloc((size_t)maxtok + 2, sizeof(int));  // first slot of token v in pos
+    CHECK(start, "out of host memory");
+    int *uniq = pack, *off = pack + N, *pos = pack + 2 * (size_t)N + 1, U = 0;
+    for (int n = 0; n < N; n++) start[tok[n] + 1]++;                 // counts ...
+    for (int v = 0; v <= maxtok; v++) start[v + 1] += start[v];      // ... to offsets
+    for (int v = 0; v <= maxtok; v++)
+        if (start[v + 1] > start[v]) uniq[U] = v, off[U] = start[v], U++;
+    off[U] = N;
+    for (int n = 0; n < N; n++) pos[start[tok[n]]++] = n;  // increasing n within each token
+    int *dpack = (int *)cuda_scratch(ctx, pack_n * sizeof(int));
+    // From pageable memory the copy is staged before the call returns: `pack`
+    // may be freed right after.
+    CUDA_CHECK(cudaMemcpyAsync(dpack, pack, pack_n * sizeof(int), cudaMemcpyHostToDevice,
+                               stream(ctx)));
+    dwte_kernel<<<U, 128, 0, stream(ctx)>>>(dwte, dout, dpack, dpack + N, dpack + 2 * (size_t)N + 1,
+                                           C);
+    CUDA_CHECK_LAUNCH();
+    free(start);
+    free(pack);
+}
+
+// ---------------------------------------------------------------- layernorm
+//
+// One warp per row: 32 lanes striding over C (768 for GPT-2) are plenty, and
+// warp shuffles need neither shared memory nor __syncthreads.
+
+__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
+                                         const float *w, const float *b, int N, int C) {
+    int row = WARP_ROW;
+    if (row >= N) return;  // whole warps leave together
+    const float *x = inp + (size_t)row * C;
+    float *o = out + (size_t)row * C;
+    float m = 0.0f, v = 0.0f;
+    for (int c = LANE; c < C; c += 32) m += x[c];
+    m = warp_reduce(m, SumOp()) / C;
+    for (int c = LANE; c < C; c += 32) v += (x[c] - m) * (x[c] - m);  // no cancellation
+    float s = 1.0f / sqrtf(warp_reduce(v, SumOp()) / C + 1e-5f);
+    // A lane reads x[c] and then writes o[c] at the same c: safe even if out == inp.
+    for (int c = LANE; c < C; c += 32) o[c] = (x[c] - m) * s * w[c] + b[c];
+    if (LANE == 0 && mean) mean[row] = m;
+    if (LANE == 0 && rstd) rstd[row] = s;
+}
+
+void cuda_layernorm_forward(Ctx *ctx, float *out, float *mean, float *rstd,
+                                   const float *inp, const float *w, const float *b, int N, int C) {
+    if (N > 0)
+        layernorm_forward_kernel<<<row_grid(N), BLOCK, 0, stream(ctx)>>>(out, mean, rstd, inp, w,
+                                                                         b, N, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+// dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w.
+__global__ void layernorm_backward_kernel(float *dinp, const float *dout, const float *inp,
+                                          const float *w, const float *mean, const float *rstd,
+                                          int N, int C) {
+    int row = WARP_ROW;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+    float *dx = dinp + (size_t)row * C;
+    float m = mean[row], s = rstd[row], sum_d = 0.0f, sum_dx = 0.0f;
+    for (int c = LANE; c < C; c += 32) {
+        float xhat = (x[c] - m) * s, d = dy[c] * w[c];
+        sum_d += d;
+        sum_dx += d * xhat;
+    }
+    sum_d = warp_reduce(sum_d, SumOp()) / C;
+    sum_dx = warp_reduce(sum_dx, SumOp()) / C;
+    for (int c = LANE; c < C; c += 32) {
+        float xhat = (x[c] - m) * s, d = dy[c] * w[c];
+        dx[c] += s * (d - sum_d - xhat * sum_dx);
+    }
+}
+
+void cuda_layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db,
+                                    const float *dout, const float *inp, const float *w,
+                                    const float *mean, const float *rstd, int N, int C) {
+    if (dinp && N > 0)  // dw, db below: sums over all N rows
+        layernorm_backward_kernel<<<row_grid(N), BLOCK, 0, stream(ctx)>>>(dinp, dout, inp, w,
+                                                                          mean, rstd, N, C);
+    CUDA_CHECK_LAUNCH();
+    column_sums(ctx, db, dw, dout, inp, mean, rstd, N, C);
+}
+
+// ---------------------------------------------------------------- attention
+//
+// For batch b and head h, q, k and v are (T, hs) matrices inside qkv with row
+// stride 3C, starting at columns h*hs, C + h*hs and 2C + h*hs. Consecutive heads
+// are hs floats apart, so the NH heads of one batch element are one strided-
+// batched GEMM; we loop over b. att(b,h) is a (T,T) block, blocks T*T apart.
+
+// One warp per row of scores, in place: row t keeps columns 0..t (causal).
+__global__ void causal_softmax_kernel(float *att, int rows, int T) {
+    int row = WARP_ROW;
+    if (row >= rows) return;
+    int t = row % T;
+    float *a = att + (size_t)row * T;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int j = LANE; j <= t; j += 32) mx = fmaxf(mx, a[j]);
+    mx = warp_reduce(mx, MaxOp());  // subtracted before exp: nothing overflows
+    for (int j = LANE; j <= t; j += 32) {
+        a[j] = expf(a[j] - mx);  // each lane rewrites only the elements it read
+        sum += a[j];
+    }
+    float inv = 1.0f / warp_reduce(sum, SumOp());
+    for (int j = LANE; j < T; j += 32) a[j] = j <= t ? a[j] * inv : 0.0f;
+}
+
+void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, int B,
+                                   int T, int C, int NH) {
+    cublasHandle_t h = backend(ctx)->cublas;
+    int hs = C / NH, C3 = 3 * C;
+    long long TT = (long long)T * T;
+    const float scale = 1.0f / sqrtf((float)hs), one = 1.0f, zero = 0.0f;
+    for (int b = 0; b < B; b++) {  // att(T,T) = q k^T / sqrt(hs): the full square
+        const float *q = qkv + (size_t)b * T * C3, *k = q + C;
+        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &scale, k,
+                                               C3, hs, q, C3, hs, &zero, att + b * NH * TT, T,
+                                               TT, NH));
+    }
+    size_t rows = (size_t)B * NH * T;
+    if (rows) causal_softmax_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(att, (int)rows, T);
+    CUDA_CHECK_LAUNCH();
+    for (int b = 0; b < B; b++) {  // out(T,hs) = att(T,T) @ v(T,hs), head h at columns h*hs
+        const float *v = qkv + (size_t)b * T * C3 + 2 * C;
+        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one, v, C3,
+                                               hs, att + b * NH * TT, T, TT, &zero,
+                                               out + (size_t)b * T * C, C, hs, NH));
+    }
+}
+
+// Softmax backward, one warp per row, in place on datt:
+// ds[t,j] = att[t,j] * (datt[t,j] - sum_i att[t,i] datt[t,i]) for j <= t, else 0.
+__global__ void softmax_backward_kernel(float *ds, const float *att, int rows, int T) {
+    int row = WARP_ROW;
+    if (row >= rows) return;
+    int t = row % T;
+    const float *p = att + (size_t)row * T;
+    float *d = ds + (size_t)row * T;
+    float dot = 0.0f;
+    for (int j = LANE; j <= t; j += 32) dot += p[j] * d[j];
+    dot = warp_reduce(dot, SumOp());
+    for (int j = LANE; j < T; j += 32) d[j] = j <= t ? p[j] * (d[j] - dot) : 0.0f;
+}
+
+void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C,
+                                    int NH) {
+    cublasHandle_t h = backend(ctx)->cublas;
+    int hs = C / NH, C3 = 3 * C;
+    long long TT = (long long)T * T;
+    const float scale = 1.0f / sqrtf((float)hs), one = 1.0f, zero = 0.0f;
+    for (int b = 0; b < B; b++) {
+        size_t o = (size_t)b * T * C3;  // batch b in qkv and dqkv
+        const float *dy = dout + (size_t)b * T * C;
+        // dv(T,hs) += att^T(T,T) @ dy(T,hs)
+        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &one, dy, C,
+                                               hs, att + b * NH * TT, T, TT, &one,
+                                               dqkv + o + 2 * C, C3, hs, NH));
+        // datt(T,T) = dy(T,hs) @ v^T, into ds
+        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one,
+                                               qkv + o + 2 * C, C3, hs, dy, C, hs, &zero,
+                                               ds + b * NH * TT, T, TT, NH));
+    }
+    size_t rows = (size_t)B * NH * T;
+    if (rows)
+        softmax_backward_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(ds, att, (int)rows, T);
+    CUDA_CHECK_LAUNCH();
+    for (int b = 0; b < B; b++) {
+        size_t o = (size_t)b * T * C3;
+        // dq(T,hs) += ds(T,T) @ k(T,hs) / sqrt(hs)
+        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &scale,
+                                               qkv + o + C, C3, hs, ds + b * NH * TT, T, TT, &one,
+                                               dqkv + o, C3, hs, NH));
+        // dk(T,hs) += ds^T(T,T) @ q(T,hs) / sqrt(hs)
+        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &scale,
+                                               qkv + o, C3, hs, ds + b * NH * TT, T, TT, &one,
+                                               dqkv + o + C, C3, hs, NH));
+    }
+}
+
+// ---------------------------------------------------------------- cross-entropy
+//
+// One block per row of V logits (V = 50257 for GPT-2: ~100 per thread).
+#define CE_BLOCK 512
+
+// Row max and log(sum(exp(x - max))), in every thread of the block.
+__device__ void row_logsumexp(const float *x, int V, float *mx_out, float *lse_out) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, x[i]);
+    mx = block_reduce(mx, MaxOp(), -INFINITY);  // subtracted before exp: no overflow
+    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(x[i] - mx);
+    *mx_out = mx;
+    *lse_out = logf(block_reduce(sum, SumOp(), 0.0f));
+}
+
+__global__ void crossentropy_forward_kernel(float *losses, const float *logits,
+                                            const int *targets, int V) {
+    const float *x = logits + (size_t)blockIdx.x * V;
+    float mx, lse;
+    row_logsumexp(x, V, &mx, &lse);
+    int y = targets[blockIdx.x];
+    // A target outside the vocabulary gives a NaN loss (visible), not a wild read.
+    if (threadIdx.x == 0) losses[blockIdx.x] = (y >= 0 && y < V) ? lse + mx - x[y] : NAN;
+}
+
+// dlogits may alias logits: every read of the row for the max and the sum ends
+// at a block_reduce barrier, and afterwards each thread reads x[i] before it
+// writes d[i], for its own i only.
+__global__ void crossentropy_backward_kernel(float *dlogits, const float *logits,
+                                             const int *targets, float dloss, int V) {
+    const float *x = logits + (size_t)blockIdx.x * V;
+    float *d = dlogits + (size_t)blockIdx.x * V;
+    float mx, lse;
+    row_logsumexp(x, V, &mx, &lse);
+    int y = targets[blockIdx.x];
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float p = expf(x[i] - (mx + lse));  // softmax probability
+        d[i] = i == y ? p * dloss - dloss : p * dloss;
+    }
+}
+
+void cuda_crossentropy_forward(Ctx *ctx, float *losses, const float *logits,
+                                      const int *targets, int N, int V) {
+    if (N > 0)
+        crossentropy_forward_kernel<<<N, CE_BLOCK, 0, stream(ctx)>>>(losses, logits, targets, V);
+    CUDA_CHECK_LAUNCH();
+}
+void cuda_crossentropy_backward(Ctx *ctx, float *dlogits, const float *logits,
+                                       const int *targets, float dloss, int N, int V) {
+    if (N > 0)
+        crossentropy_backward_kernel<<<N, CE_BLOCK, 0, stream(ctx)>>>(dlogits, logits, targets,
+                                                                     dloss, V);
+    CUDA_CHECK_LAUNCH();
+}

@@ -1,0 +1,341 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh — the GPU backlog in one call, on a bare GPU machine.
+#
+#   bash scripts/gpu_check.sh              every item below, within GPU_CHECK_BUDGET s (570)
+#   bash scripts/gpu_check.sh 5b           some items only (the build always runs first)
+#   OUT=runs/gpu-h100 bash scripts/gpu_check.sh
+#
+# Nothing CUDA has run on a GPU before this script: each item checks a claim
+# that the CPU machines cannot. A failing item never stops the others; each
+# has its own time limit, and all of them share the budget, so one call fits a
+# 10-minute limit. Logs go to $OUT/<item>.log (default runs/gpu); the table,
+# item | PASS/FAIL/SKIP/TIMEOUT | key figure, comes last and is also
+# $OUT/summary.txt.
+#
+#   build  scripts/install-deps.sh if packages are missing, then make (BUILD=build)
+#          with the CUDA backend; nvidia-smi -q into the logs first
+#   1   make gpu-test: every op, the model, 10 AdamW steps, determinism, CUDA vs
+#       CPU; and the probe's own checks (tests/test_gpu_probe.sh)
+#   2   test_gpu_comm at 1-4 ranks sharing the GPU (CUDA IPC ring), NCCL at world
+#       size 1. With one GPU, NCCL's multi-rank paths stay unproven.
+#   3   stage 02's --device cuda DDP against the CPU: N ranks x batch 2 on the
+#       GPU end with the weights of one CPU process with batch 2N, within 1e-5
+#       (tests/stage02.sh's ddp_equivalence tolerance, ||a-b||/||b|| as
+#       tests/compare_params.py)
+#   4   compute-sanitizer memcheck, racecheck, synccheck over test_gpu --quick,
+#       memcheck over test_gpu_comm --np 2
+#   5a  the GPU suite built with ASan+UBSan as `make sanitize` builds it
+#       (build-san), under the options tests/run.sh gives it (issue item 2)
+#   5b  make check itself (all suites, the sanitizer pass, the graders); it needs
+#       more than what is left of one call: run `scripts/gpu_check.sh 5b` alone
+#   6   measurements: train gpt2-124m on cuda (tokens/s, MFU, peak memory);
+#       bench_collectives --device cuda at 2-4 ranks on one GPU (busbw)
+#
+# Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
+# one) with the probe's reason, at once.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-runs/gpu}
+B=${BUILD:-build}
+JOBS=$(nproc 2>/dev/null || echo 4)
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export OUT B JOBS CUDA_HOME
+export PATH="$PATH:$CUDA_HOME/bin"
+
+# ============================================================ the items
+# Each runs in its own process under a timeout (below), writes its log to
+# stdout, its key figure to $OUT/<item>.fig, and exits 0 PASS, 77 SKIP, else FAIL.
+
+fig() { echo "$*" >"$OUT/$ITEM.fig"; }
+
+# The probe (test_gpu --probe): returns when the GPU is usable; otherwise ends
+# the item, SKIP for "no GPU" and FAIL for a broken one, with the probe's reason.
+gpu_gate() {
+    local why rc
+    [ -x "$B/tests/test_gpu" ] || { fig "no $B/tests/test_gpu (the build failed)"; exit 1; }
+    "$B/tests/test_gpu" --probe >"$OUT/$ITEM.probe" 2>&1
+    rc=$?
+    why=$(head -n 1 "$OUT/$ITEM.probe" | sed 's/^SKIP gpu: //; s/^FAIL gpu\.cuda_probe  //')
+    rm -f "$OUT/$ITEM.probe"
+    [ "$rc" -eq 0 ] && return 0
+    echo "the probe (test_gpu --probe, exit $rc): $why"
+    if [ "$rc" -eq 77 ]; then fig "no usable GPU: ${why:0:140}"; exit 77; fi
+    fig "broken GPU: ${why:0:150}"
+    exit 1
+}
+
+item_build() {
+    # Installs what is missing (as root, with the network); a no-op when all is there.
+    timeout 150 bash scripts/install-deps.sh || echo "# install-deps failed: building with what is here"
+    local nvcc
+    nvcc=$(command -v nvcc || true)
+    echo "# nvcc: ${nvcc:-none}; $("${nvcc:-false}" --version 2>/dev/null | tail -n 1)"
+    local t0=$SECONDS
+    make BUILD="$B" -j"$JOBS" all
+    local rc=$? dt=$((SECONDS - t0))
+    if [ "$rc" -ne 0 ]; then fig "make failed (exit $rc) after ${dt}s"; exit 1; fi
+    if [ -z "$nvcc" ]; then fig "built in ${dt}s WITHOUT CUDA (no nvcc): every GPU item will skip"; exit 1; fi
+    fig "built in ${dt}s with $(basename "$nvcc") ($("$nvcc" --version | grep -o 'release [0-9.]*'))"
+}
+
+item_1() {
+    # Not gated on the probe: the suite is the gate (a broken GPU fails it, none skips it).
+    make BUILD="$B" gpu-test | tee "$OUT/1.suite.txt"
+    local rc=${PIPESTATUS[0]} line
+    line=$(grep -E '^[0-9]+ passed' "$OUT/1.suite.txt" | tail -n 1)
+    fig "${line:-no summary line} (make gpu-test exit $rc)"
+    [ "$rc" -eq 0 ] || exit 1
+    case "$line" in *skipped*) exit 77 ;; esac  # a GPU test skipped on a GPU machine
+}
+
+item_2() {
+    gpu_gate
+    local n pass=0 fail=0 bad=0 nccl=""
+    for n in 1 2 3 4; do
+        echo "## test_gpu_comm --np $n"
+        timeout -k 5 120 "$B/tests/test_gpu_comm" --np "$n" --timeout 60 >"$OUT/2.np$n.log" 2>&1
+        local rc=$?
+        cat "$OUT/2.np$n.log"
+        pass=$((pass + $(grep -c '^PASS ' "$OUT/2.np$n.log")))
+        fail=$((fail + $(grep -c '^FAIL ' "$OUT/2.np$n.log")))
+        [ "$rc" -eq 0 ] || { bad=$((bad + 1)); echo "## np$n exited with status $rc"; }
+    done
+    nccl=$(grep -o 'got nccl ([^)]*' "$OUT/2.np1.log" | head -n 1 | sed 's/got nccl (//')
+    echo "## With one GPU, NCCL ran at world size 1 only: its multi-rank paths (ranks on"
+    echo "## distinct GPUs, the padded reduce-scatter/all-gather across ranks) stay unproven."
+    fig "np1-4: $pass PASS, $fail FAIL, $bad bad exits; NCCL np1: ${nccl:-not run}; NCCL multi-rank unproven (1 GPU)"
+    [ "$fail" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$pass" -gt 0 ]
+}
+
+# ||a - b|| / ||b|| of the "params" tensors of two --save-params files; the
+# standard library only (the GPU machine may lack numpy and torch).
+rel_err() {
+    python3 - "$1" "$2" <<'EOF'
+import array, json, math, struct, sys
+def load(path):
+    blob = open(path, "rb").read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    info = json.loads(blob[8:8 + n])["params"]
+    assert info["dtype"] == "F32", info["dtype"]
+    a = array.array("f")
+    b, e = info["data_offsets"]
+    a.frombytes(blob[8 + n + b:8 + n + e])
+    return a
+x, y = load(sys.argv[1]), load(sys.argv[2])
+if len(x) != len(y): print("inf"); sys.exit()
+d = math.sqrt(sum((p - q) * (p - q) for p, q in zip(x, y)))
+print(f"{d / math.sqrt(sum(q * q for q in y)):.3e}")
+EOF
+}
+
+item_3() {
+    gpu_gate
+    local dir=$OUT/3.ddp tol=1e-5 worst=0 bad=0 n mode err
+    mkdir -p "$dir"
+    local common=(--preset tiny --steps 5 --lr 1e-3 --log-every 100 --warmup 0)
+    for spec in "1 auto" "2 auto" "4 auto" "2 host"; do
+        read -r n mode <<<"$spec"
+        local tag="np${n}_$mode"
+        "$B/train" "${common[@]}" --batch $((2 * n)) --save-params "$dir/cpu_$n.safetensors" \
+            >"$dir/cpu_$n.log" 2>&1
+        timeout -k 5 120 "$B/ddp_train" "${common[@]}" --np "$n" --batch 2 --timeout 60 --device cuda \
+            --gpu-comm "$mode" --save-params "$dir/$tag.safetensors" >"$dir/$tag.log" 2>&1
+        local rc=$?
+        if [ "$rc" -ne 0 ] || [ ! -s "$dir/$tag.safetensors" ]; then
+            echo "FAIL ddp.cuda.$tag  the run failed (exit $rc):"; tail -n 5 "$dir/$tag.log"
+            bad=$((bad + 1)); continue
+        fi
+        err=$(rel_err "$dir/$tag.safetensors" "$dir/cpu_$n.safetensors")
+        local how
+        how=$(grep -o 'DDP over.*' "$dir/$tag.log" | head -n 1)
+        echo "# $tag: $how"
+        echo "#   cpu  $(grep '^RESULT' "$dir/cpu_$n.log" | grep -o 'final_loss=[0-9.]*')," \
+             "cuda $(grep '^RESULT' "$dir/$tag.log" | grep -o 'final_loss=[0-9.]*')"
+        if python3 -c "import sys; sys.exit(0 if float('$err') <= $tol else 1)"; then
+            echo "PASS ddp.cuda_equals_cpu.$tag  rel_err $err (tol $tol)"
+        else
+            echo "FAIL ddp.cuda_equals_cpu.$tag  rel_err $err (tol $tol)"; bad=$((bad + 1))
+        fi
+        worst=$(python3 -c "print(max(float('$worst'), float('$err')))")
+    done
+    fig "worst rel_err $worst (tol $tol) over np1/2/4 auto + np2 host; $bad failed"
+    [ "$bad" -eq 0 ]
+}
+
+find_sanitizer() {
+    local c
+    for c in "$(command -v compute-sanitizer)" "$CUDA_HOME/bin/compute-sanitizer" \
+             "$CUDA_HOME/compute-sanitizer/compute-sanitizer" /usr/local/cuda*/bin/compute-sanitizer; do
+        [ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return; }
+    done
+}
+
+item_4() {
+    gpu_gate
+    local cs
+    cs=$(find_sanitizer)
+    if [ -z "$cs" ]; then
+        echo "compute-sanitizer not found (PATH, $CUDA_HOME): install the toolkit's cuda-sanitizer package"
+        fig "compute-sanitizer not found"; exit 77
+    fi
+    echo "# $cs: $("$cs" --version | tail -n 1)"
+    local res="" bad=0 tool target
+    for spec in "memcheck gpu" "racecheck gpu" "synccheck gpu" "memcheck comm"; do
+        read -r tool target <<<"$spec"
+        local log=$OUT/4.$tool.$target.log args=(--tool "$tool" --error-exitcode 99)
+        [ "$tool" = memcheck ] && args+=(--leak-check full)
+        if [ "$target" = gpu ]; then
+            timeout -k 5 170 "$cs" "${args[@]}" "$B/tests/test_gpu" --quick >"$log" 2>&1
+        else
+            timeout -k 5 120 "$cs" "${args[@]}" --target-processes all \
+                "$B/tests/test_gpu_comm" --np 2 --timeout 100 >"$log" 2>&1
+        fi
+        local rc=$? errs
+        errs=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$log" | awk '{s += $3} END {print s + 0}')
+        tail -n 3 "$log"
+        echo "## $tool on $target: exit $rc, $errs errors, $(grep -c '^FAIL ' "$log") FAIL lines"
+        [ "$rc" -eq 124 ] && errs="timeout"
+        res="$res $tool/$target=$errs"
+        [ "$rc" -eq 0 ] || bad=$((bad + 1))
+    done
+    fig "errors:$res"
+    [ "$bad" -eq 0 ]
+}
+
+SAN_OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+
+item_5a() {
+    gpu_gate
+    # The flags of the Makefile's sanitize target, so that 5b reuses this build.
+    make BUILD=build-san OPT="$SAN_OPT" NVCC_OPT="-O1" -j"$JOBS" all || { fig "ASan build failed"; exit 1; }
+    BUILD=build-san bash tests/run.sh gpu | tee "$OUT/5a.suite.txt"
+    local rc=${PIPESTATUS[0]} line
+    line=$(grep -E '^[0-9]+ passed' "$OUT/5a.suite.txt" | tail -n 1)
+    fig "GPU suite under ASan+UBSan: ${line:-no summary} (protect_shadow_gap=0, tests/lsan_cuda.supp)"
+    [ "$rc" -eq 0 ] || exit 1
+    case "$line" in *skipped*) exit 77 ;; esac
+}
+
+item_5b() {
+    gpu_gate
+    make BUILD="$B" -j"$JOBS" check 2>&1 | tee "$OUT/5b.check.txt"
+    local rc=${PIPESTATUS[0]} lines
+    lines=$(grep -E '^[0-9]+ passed' "$OUT/5b.check.txt" | tr '\n' ';')
+    fig "make check exit $rc; suites: ${lines:-none finished}"
+    [ "$rc" -eq 0 ]
+}
+
+item_6() {
+    gpu_gate
+    echo "## build/train --preset gpt2-124m --device cuda"
+    timeout -k 5 150 "$B/train" --preset gpt2-124m --device cuda --steps 10 --warmup 2 --log-every 1 \
+        >"$OUT/6.train.log" 2>&1
+    local rc=$? tok mfu mem
+    cat "$OUT/6.train.log"
+    tok=$(grep '^RESULT' "$OUT/6.train.log" | grep -o 'tokens_per_s=[0-9.]*' | cut -d= -f2)
+    mfu=$(grep '^RESULT' "$OUT/6.train.log" | grep -o 'mfu=[0-9.]*' | cut -d= -f2)
+    mem=$(grep -o 'total [0-9.]*[kMG]*B' "$OUT/6.train.log" | tail -n 1)
+    local res="gpt2-124m ${tok:-?} tok/s, MFU ${mfu:-?} (of the trainer's stated peak), peak ${mem:-?}"
+    local bad=$((rc != 0)) n
+    for n in 2 3 4; do
+        echo "## build/bench_collectives --device cuda --np $n"
+        timeout -k 5 90 "$B/bench_collectives" --device cuda --np "$n" --op allreduce --algo ring \
+            --min-bytes 1M --max-bytes 256M --factor 4 --timeout 60 >"$OUT/6.bench.np$n.log" 2>&1
+        local brc=$?
+        cat "$OUT/6.bench.np$n.log"
+        # The largest size: busbw (column 7) and busbw/copy (column 9).
+        local last
+        last=$(grep -v '^#' "$OUT/6.bench.np$n.log" | awk 'NF >= 9 {l = $7 " GB/s (" $9 " of copy)"} END {print l}')
+        res="$res; np$n busbw ${last:-?}"
+        [ "$brc" -eq 0 ] || bad=$((bad + 1))
+    done
+    fig "$res"
+    [ "$bad" -eq 0 ]
+}
+
+if [ "${1:-}" = --item ]; then
+    ITEM=$2
+    "item_$2"
+    exit $?
+fi
+
+# ============================================================ the driver
+
+mkdir -p "$OUT"
+BUDGET=${GPU_CHECK_BUDGET:-570}
+START=$SECONDS
+declare -A STATUS FIGURE
+ALL=(build 1 2 3 6 4 5a 5b)          # the order they run in: 5b, the longest, last
+TABLE=(build 1 2 3 4 5a 5b 6)        # the order of the table
+declare -A NAME=([build]="build (CUDA backend)" [1]="1 make gpu-test" [2]="2 gpu-comm 1-4 ranks + NCCL np1"
+                 [3]="3 DDP --device cuda = CPU" [4]="4 compute-sanitizer" [5a]="5a GPU suite under ASan"
+                 [5b]="5b make check" [6]="6 measurements")
+declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200)
+want=("$@")
+[ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
+
+{
+    echo "# gpu_check on $(hostname) at $(date -u +%FT%TZ), budget ${BUDGET}s, build $B, $JOBS cores"
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi -q >"$OUT/nvidia-smi-q.txt" 2>&1
+        nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+        grep -E -m12 'Product Name|Driver Version|CUDA Version|Compute Mode|MIG Mode|Current +:|Persistence Mode|Total +: [0-9]+ MiB|Bus Id|Addressing Mode' \
+            "$OUT/nvidia-smi-q.txt" | sed 's/^ */  /'
+    else
+        echo "  no nvidia-smi: no NVIDIA driver here, so no usable GPU (the items will say so)"
+    fi
+} | tee "$OUT/machine.txt"
+
+run_item() {  # run_item ITEM
+    local it=$1 left limit rc
+    left=$((BUDGET - (SECONDS - START)))
+    limit=${LIMIT[$it]}
+    [ "$limit" -gt $((left - 10)) ] && limit=$((left - 10))
+    if [ "$limit" -lt 20 ]; then
+        STATUS[$it]=SKIP FIGURE[$it]="no time left in the ${BUDGET}s budget: run scripts/gpu_check.sh $it"
+        return
+    fi
+    echo "== ${NAME[$it]} (limit ${limit}s, log $OUT/$it.log)"
+    rm -f "$OUT/$it.fig"
+    local t0=$SECONDS
+    timeout -k 10 "$limit" bash "$0" --item "$it" >"$OUT/$it.log" 2>&1
+    rc=$?
+    case $rc in
+        0) STATUS[$it]=PASS ;;
+        77) STATUS[$it]=SKIP ;;
+        124 | 137) STATUS[$it]=TIMEOUT ;;
+        *) STATUS[$it]=FAIL ;;
+    esac
+    FIGURE[$it]=$(cat "$OUT/$it.fig" 2>/dev/null || echo "exit $rc; see the log")
+    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && FIGURE[$it]="stopped after ${limit}s; ${FIGURE[$it]}"
+    echo "   ${STATUS[$it]} in $((SECONDS - t0))s: ${FIGURE[$it]}"
+    case ${STATUS[$it]} in FAIL | TIMEOUT) tail -n 6 "$OUT/$it.log" | cut -c1-200 | sed 's/^/   | /' ;; esac
+}
+
+[[ " ${want[*]} " == *" build "* ]] || want=(build "${want[@]}")  # the items need the build
+for it in "${ALL[@]}"; do
+    [[ " ${want[*]} " == *" $it "* ]] && run_item "$it"
+done
+
+{
+    echo
+    echo "Doubts to settle (need hardware this run may not have):"
+    echo "  - NCCL with ranks on distinct GPUs: with one GPU only world size 1 ran (item 2)."
+    echo "  - A peer GPU hidden from a rank (CUDA_VISIBLE_DEVICES per rank) or without P2P: the IPC"
+    echo "    ring now refuses collectively (gpu_comm_try) and test_gpu_comm SKIPs, not dies; unproven"
+    echo "    without two GPUs."
+    echo "  - Rank -> GPU under srun/mpirun/torchrun: LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, then"
+    echo "    SLURM_LOCALID (common/cuda_probe.c); checked with faked GPUs on the CPU"
+    echo "    (tests/test_gpu_probe.sh), not on a multi-GPU node."
+    echo "  - Exclusive-process compute mode: refused or skipped by the probe, checked with a faked mode"
+    echo "    only; this script never changes the GPU's mode. This GPU: $(grep -m1 'Compute Mode' "$OUT/nvidia-smi-q.txt" 2>/dev/null | sed 's/.*: //' | grep . || echo unknown)."
+    echo
+    printf '%-34s %-8s %s\n' item status "key figure"
+    for it in "${TABLE[@]}"; do
+        [ -n "${STATUS[$it]:-}" ] || continue
+        printf '%-34s %-8s %s\n' "${NAME[$it]}" "${STATUS[$it]}" "${FIGURE[$it]}"
+    done
+    echo "($((SECONDS - START))s of ${BUDGET}s; logs in $OUT/)"
+} | tee "$OUT/summary.txt"
+for it in "${TABLE[@]}"; do [ "${STATUS[$it]:-PASS}" = FAIL ] || [ "${STATUS[$it]:-PASS}" = TIMEOUT ] && exit 1; done
+exit 0

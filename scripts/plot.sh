@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# plot.sh — draws a stage's figures from the data in one output folder, each figure
+# labelled with the machine and the date in that folder's run.info. It measures
+# nothing, so it also redraws the committed figures from the committed data:
+#
+#   bash scripts/plot.sh runs/02_ddp_allreduce       # what make stage-2 calls
+#   bash scripts/plot.sh results/01_memory_wall      # maintainer: redraw the lesson's figures
+set -eu
+cd "$(dirname "$0")/.."
+. scripts/run_info.sh
+[ $# -eq 1 ] || { echo "usage: bash scripts/plot.sh DIR   (e.g. runs/02_ddp_allreduce)" >&2; exit 2; }
+dir=${1%/}
+[ -d "$dir" ] || { echo "plot.sh: no folder $dir (run the stage first)" >&2; exit 1; }
+[ -f "$dir/run.info" ] || {
+    echo "plot.sh: $dir/run.info is missing: the figures must say which machine measured the" \
+         "data and when (the stage scripts write it)" >&2; exit 1; }
+if ! command -v gnuplot >/dev/null; then
+    echo "gnuplot not found: data are in $dir, plots skipped (scripts/install-deps.sh installs it)"
+    exit 0
+fi
+# Into gnuplot's single-quoted strings: drop any single quote.
+machine=$(run_info "$dir" machine | tr -d "'")
+day=$(run_info "$dir" date | tr -d "'")
+vars="dir='$dir'; machine='${machine:-machine not recorded}'; run_date='${day:-date not recorded}'"
+
+case "$(basename "$dir")" in
+    01_memory_wall)
+        gnuplot -e "$vars" 01_memory_wall/plots.gp ;;
+    02_ddp_allreduce)
+        # The rank counts and MPI are whatever the sweep measured (QUICK=1: 2 ranks only).
+        ranks=$(ls "$dir" | sed -n 's/^allreduce_ring_np\([0-9]*\)\.txt$/\1/p' | sort -n | tr '\n' ' ')
+        ranks=${ranks% }
+        [ -n "$ranks" ] || { echo "plot.sh: no allreduce_ring_np*.txt in $dir" >&2; exit 1; }
+        mpi=0
+        ls "$dir"/allreduce_mpi_np*.txt >/dev/null 2>&1 && mpi=1
+        # gnuplot's fit prints to stderr; keep it beside the data, show it on failure.
+        gnuplot -e "$vars; ranks='$ranks'; mpi=$mpi" 02_ddp_allreduce/plots.gp 2>"$dir/fit.log" || {
+            cat "$dir/fit.log" >&2; exit 1; } ;;
+    *)
+        echo "plot.sh: no figures are drawn for $(basename "$dir")"; exit 0 ;;
+esac
+echo "plots ($machine, $day): $(ls "$dir"/*.png | tr '\n' ' ')"
