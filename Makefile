@@ -35,8 +35,8 @@ NVCC_OPT  ?= -O3 -lineinfo
 NVCCFLAGS ?= $(NVCC_OPT) -std=c++17 -arch=sm_90
 NVCCFLAGS += -Icommon -I$(NCCL_HOME)/include -Xcompiler -Wall,-Wextra
 
-CORE := log dtype rng ledger flags safetensors ctx ops_cpu model optim data perf \
-        comm comm_shm comm_tcp trainer
+CORE := log dtype rng ledger flags safetensors safetensors_json safetensors_write ctx ops_cpu \
+        model optim data perf comm comm_shm comm_tcp trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 
 # MPI: the transport and the mpirun launcher are compiled with mpicc's flags and

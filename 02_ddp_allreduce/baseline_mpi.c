@@ -33,14 +33,19 @@ static MPI_Comm setup(Group *g, DType dt, MPI_Datatype *type, MPI_Op *op) {
     return *(MPI_Comm *)g->mpi_comm;
 }
 
-static void counts(size_t count, int p, int *cnt, int *displ) {
+// MPI counts are ints: member i's block [lo[i], hi[i]) as a count and displacement.
+static void counts(const size_t *lo, const size_t *hi, int p, int *cnt, int *displ) {
     for (int i = 0; i < p; i++) {
-        size_t lo, hi;
-        shard_range(count, p, i, &lo, &hi);
-        CHECK(hi - lo < (size_t)1 << 31, "MPI baseline: shard of %zu elements exceeds int", hi - lo);
-        cnt[i] = (int)(hi - lo);
-        displ[i] = (int)lo;
+        CHECK(hi[i] >= lo[i] && hi[i] < (size_t)1 << 31, "MPI baseline: block [%zu, %zu) does not "
+              "fit MPI's int counts", lo[i], hi[i]);
+        cnt[i] = (int)(hi[i] - lo[i]);
+        displ[i] = (int)lo[i];
     }
+}
+
+// The even split of collectives.h, as the blocks of the _v calls.
+static void even(size_t count, int p, size_t *lo, size_t *hi) {
+    for (int i = 0; i < p; i++) shard_range(count, p, i, &lo[i], &hi[i]);
 }
 
 int mpi_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
@@ -53,15 +58,20 @@ int mpi_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
     return 1;
 }
 
-int mpi_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+int mpi_reduce_scatter_v(Comm *c, Group *g, void *buf, const size_t *lo, const size_t *hi,
+                         DType dt) {
     (void)c;
     MPI_Datatype t; MPI_Op op;
     MPI_Comm mc = setup(g, dt, &t, &op);
     if (mc == MPI_COMM_NULL) return 0;
     int cnt[COMM_MAX_RANKS], displ[COMM_MAX_RANKS];
-    counts(count, g->size, cnt, displ);
+    counts(lo, hi, g->size, cnt, displ);
     // MPI leaves this rank's block at the start of the buffer; ours lives at its
-    // own offset, so receive into a temporary and put it there.
+    // own offset, so receive into a temporary and put it there. (MPI's blocks are
+    // consecutive from offset 0: the blocks must tile the buffer in member order.)
+    for (int i = 0; i < g->size; i++)
+        CHECK(displ[i] == (i ? displ[i - 1] + cnt[i - 1] : 0), "MPI baseline: the blocks of a "
+              "reduce-scatter must tile the buffer in member order");
     size_t es = dtype_size(dt);
     void *tmp = malloc(cnt[g->rank] * es + 1);
     CHECK(tmp, "out of memory");
@@ -71,15 +81,27 @@ int mpi_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt) {
     return 1;
 }
 
-int mpi_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+int mpi_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    size_t lo[COMM_MAX_RANKS], hi[COMM_MAX_RANKS];
+    even(count, g->size, lo, hi);
+    return mpi_reduce_scatter_v(c, g, buf, lo, hi, dt);
+}
+
+int mpi_all_gather_v(Comm *c, Group *g, void *buf, const size_t *lo, const size_t *hi, DType dt) {
     (void)c;
     MPI_Datatype t; MPI_Op op;
     MPI_Comm mc = setup(g, dt, &t, &op);
     if (mc == MPI_COMM_NULL) return 0;
     int cnt[COMM_MAX_RANKS], displ[COMM_MAX_RANKS];
-    counts(count, g->size, cnt, displ);
+    counts(lo, hi, g->size, cnt, displ);
     MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displ, t, mc));
     return 1;
+}
+
+int mpi_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    size_t lo[COMM_MAX_RANKS], hi[COMM_MAX_RANKS];
+    even(count, g->size, lo, hi);
+    return mpi_all_gather_v(c, g, buf, lo, hi, dt);
 }
 
 int mpi_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root) {
@@ -97,6 +119,8 @@ int mpi_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root
 int mpi_allreduce(Comm *c, Group *g, void *b, size_t n, DType dt) { (void)c; (void)g; (void)b; (void)n; (void)dt; return 0; }
 int mpi_reduce_scatter(Comm *c, Group *g, void *b, size_t n, DType dt) { (void)c; (void)g; (void)b; (void)n; (void)dt; return 0; }
 int mpi_all_gather(Comm *c, Group *g, void *b, size_t n, DType dt) { (void)c; (void)g; (void)b; (void)n; (void)dt; return 0; }
+int mpi_reduce_scatter_v(Comm *c, Group *g, void *b, const size_t *lo, const size_t *hi, DType dt) { (void)c; (void)g; (void)b; (void)lo; (void)hi; (void)dt; return 0; }
+int mpi_all_gather_v(Comm *c, Group *g, void *b, const size_t *lo, const size_t *hi, DType dt) { (void)c; (void)g; (void)b; (void)lo; (void)hi; (void)dt; return 0; }
 int mpi_broadcast(Comm *c, Group *g, void *b, size_t n, DType dt, int root) { (void)c; (void)g; (void)b; (void)n; (void)dt; (void)root; return 0; }
 
 #endif

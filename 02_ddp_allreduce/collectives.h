@@ -60,3 +60,8 @@ int mpi_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt);
 int mpi_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt);
 int mpi_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt);
 int mpi_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root);
+// With blocks of any size (stage 03's shards): member i's block is [lo[i], hi[i])
+// of buf; the blocks tile the buffer in member order (empty blocks allowed).
+int mpi_reduce_scatter_v(Comm *c, Group *g, void *buf, const size_t *lo, const size_t *hi,
+                         DType dt);
+int mpi_all_gather_v(Comm *c, Group *g, void *buf, const size_t *lo, const size_t *hi, DType dt);

@@ -173,8 +173,8 @@ static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg
     c->spin_s = spin_seconds(size, online_cpus());  // the launchers refine it
     c->local_size = size;                           // the launchers refine these too
     c->local_cores = cores_available();
-    c->kill_rank = -1;
-    c->kill_seq = -1;
+    c->kill_rank = c->stall_rank = -1;
+    c->kill_seq = c->stall_seq = -1;
     int ranks[COMM_MAX_RANKS];
     for (int i = 0; i < size; i++) ranks[i] = i;
     c->world.id = 1;
@@ -307,7 +307,20 @@ void comm_mesh(Comm *c, int dp, int tp, int pp, Group *dp_g, Group *tp_g, Group 
 
 // ---------------------------------------------------------------- collectives
 
+void comm_bind_thread(Comm *c, int bind) {
+    c->bound = bind;
+    c->owner = pthread_self();
+}
+
+// Called wherever a thread changes the Comm's state (a message, a collective's start).
+static void check_owner(const Comm *c, const char *what, const Group *g) {
+    CHECK(!c->bound || pthread_equal(c->owner, pthread_self()), "%s on group %s from a thread "
+          "that does not own this rank's Comm: a progress thread drives it now (wait for its "
+          "collectives, or start this one through it)", what, g->name);
+}
+
 void comm_coll_begin(Comm *c, Group *g, CollKind kind, size_t count, DType dt) {
+    check_owner(c, coll_name(kind), g);
     g->seq++;
     c->cur_kind = kind;
     c->cur_seq = g->seq;
@@ -323,6 +336,12 @@ void comm_coll_begin(Comm *c, Group *g, CollKind kind, size_t count, DType dt) {
         fflush(stderr);
         raise(SIGKILL);
     }
+    if (c->stall_seq >= 0 && c->rank == c->stall_rank && g->id == c->world.id &&
+        (int64_t)g->seq == c->stall_seq) {
+        log_warn("fault injection: rank %d stops responding at %s #%llu", c->rank,
+                 coll_name(kind), (unsigned long long)g->seq);
+        for (;;) pause();
+    }
 }
 
 void comm_coll_end(Comm *c) {
@@ -334,10 +353,12 @@ void comm_coll_end(Comm *c) {
 const CommCounter *comm_counters(const Comm *c) { return c->counters; }
 void comm_reset_counters(Comm *c) { memset(c->counters, 0, sizeof c->counters); }
 void comm_inject_kill(Comm *c, int rank, int64_t seq) { c->kill_rank = rank; c->kill_seq = seq; }
+void comm_inject_stall(Comm *c, int rank, int64_t seq) { c->stall_rank = rank; c->stall_seq = seq; }
 
 // ---------------------------------------------------------------- requests
 
 static CommRequest *request(Comm *c, const Group *g, int peer, void *buf, size_t bytes, int send) {
+    check_owner(c, coll_name(c->cur_kind), g);
     CHECK(peer >= 0 && peer < g->size && peer != g->rank, "%s #%llu on group %s: peer %d is not "
           "another member of the %d-rank group", coll_name(c->cur_kind),
           (unsigned long long)c->cur_seq, g->name, peer, g->size);
@@ -453,6 +474,10 @@ void reduce_sum_into(void *dst, const void *src, size_t n, DType dt) {
     } else if (dt == DT_I32) {
         int32_t *d = dst;
         const int32_t *s = src;
+        for (size_t i = 0; i < n; i++) d[i] += s[i];
+    } else if (dt == DT_F64) {
+        double *d = dst;
+        const double *s = src;
         for (size_t i = 0; i < n; i++) d[i] += s[i];
     }
 }

@@ -135,12 +135,22 @@ const CommCounter *comm_counters(const Comm *c);
 void comm_reset_counters(Comm *c);
 
 // dst[i] += src[i] for n elements of type dt (bf16 and fp16: added in fp32 and
-// rounded once). The reduction every summing collective uses.
+// rounded once; fp64 and int32 exactly). The reduction every summing collective uses.
 void reduce_sum_into(void *dst, const void *src, size_t n, DType dt);
+
+// One thread at a time drives a Comm. A rank that communicates from a progress
+// thread (stage 03's non-blocking collectives) hands the Comm to that thread with
+// comm_bind_thread(c, 1), called by the thread, and back with comm_bind_thread(c, 0);
+// while it is bound, a message posted from any other thread is a bug (two threads
+// would interleave their collectives) and ends the run saying so.
+void comm_bind_thread(Comm *c, int bind);
 
 // Fault injection for tests: the rank `rank` kills itself (SIGKILL) when it
 // starts collective number `seq` on the world group. -1 disables.
 void comm_inject_kill(Comm *c, int rank, int64_t seq);
+// The same, except that the rank stops responding (stays alive, sends nothing):
+// a hung rank, which the others must diagnose by their timeout.
+void comm_inject_stall(Comm *c, int rank, int64_t seq);
 
 #ifdef __cplusplus
 }

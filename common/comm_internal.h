@@ -1,6 +1,7 @@
 // comm_internal.h — what a transport implements, and the state comm.c shares
 // with the transports. Not for code above the comm layer.
 #pragma once
+#include <pthread.h>
 #include <stdint.h>
 
 #include "check.h"
@@ -56,6 +57,8 @@ struct Comm {
     double timeout_s;
     double spin_s;         // a wait with nothing moving spins this long, then yields the core
     size_t channel_bytes;  // see comm_channel_bytes (set by the transport)
+    int bound;             // comm_bind_thread: only `owner` may post messages
+    pthread_t owner;
     Group world;
     CommCounter counters[COLL_KINDS];
     // The collective in progress (for headers, counters and diagnostics).
@@ -64,8 +67,8 @@ struct Comm {
     const Group *cur_group;
     size_t cur_count;
     DType cur_dt;
-    int kill_rank;
-    int64_t kill_seq;
+    int kill_rank, stall_rank;
+    int64_t kill_seq, stall_seq;
     const TransportOps *ops;
     void *state;           // the transport's state
 };

@@ -41,6 +41,7 @@ size_t dtype_size(DType t) {
     case DT_BF16: return 2;
     case DT_F16: return 2;
     case DT_I32: return 4;
+    case DT_F64: return 8;
     default: DIE("dtype_size: invalid dtype %d", (int)t);
     }
 }
@@ -51,12 +52,14 @@ const char *dtype_name(DType t) {
     case DT_BF16: return "bf16";
     case DT_F16: return "fp16";
     case DT_I32: return "int32";
+    case DT_F64: return "fp64";
     default: return "invalid";
     }
 }
 
 // Accepts the course's names (dtype_name), PyTorch's ("float32", "bfloat16",
-// "float16", "half", "int32") and safetensors' ("F32", "BF16", "F16", "I32"),
+// "float16", "half", "int32", "float64") and safetensors' ("F32", "BF16", "F16",
+// "I32", "F64"),
 // in any case, so a flag value copied from any of those places works.
 int dtype_parse(const char *s, DType *out) {
     static const struct { const char *name; DType t; } names[] = {
@@ -64,6 +67,7 @@ int dtype_parse(const char *s, DType *out) {
         {"bf16", DT_BF16}, {"bfloat16", DT_BF16},
         {"fp16", DT_F16},  {"f16", DT_F16},   {"float16", DT_F16},  {"half", DT_F16},
         {"int32", DT_I32}, {"i32", DT_I32},
+        {"fp64", DT_F64},  {"f64", DT_F64},   {"float64", DT_F64},  {"double", DT_F64},
     };
     if (!s) return -1;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

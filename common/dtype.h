@@ -12,10 +12,12 @@
 extern "C" {
 #endif
 
-typedef enum { DT_F32 = 0, DT_BF16, DT_F16, DT_I32, DT_COUNT } DType;
+// fp64 is for statistics reduced across ranks (a sharded gradient norm's partial
+// sums of squares), not for tensors: dtype_convert does not take it.
+typedef enum { DT_F32 = 0, DT_BF16, DT_F16, DT_I32, DT_F64, DT_COUNT } DType;
 
 size_t dtype_size(DType t);
-const char *dtype_name(DType t);      // "fp32", "bf16", "fp16", "int32"
+const char *dtype_name(DType t);      // "fp32", "bf16", "fp16", "int32", "fp64"
 int dtype_parse(const char *s, DType *out);  // 0 on success
 
 uint16_t f32_to_bf16(float f);        // round to nearest even; NaN stays NaN

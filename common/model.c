@@ -110,14 +110,31 @@ const ParamSlice *gpt_find_slice(const GPT *g, const char *name) {
     return NULL;
 }
 
-// Pointer to tensor k of block l inside a flat buffer (params or grads).
-static float *block_tensor(const GPT *g, float *base, int l, int k) {
-    return base + g->slices[2 + l * NBLOCK + k].offset;
+// Where slice i's weights and gradients are now (gparams / ggrads of its group).
+static float *param_at(const GPT *g, int i) {
+    const ParamSlice *s = &g->slices[i];
+    return g->gparams[s->group] + (s->offset - g->group_offset[s->group]);
+}
+static float *grad_at(const GPT *g, int i) {
+    const ParamSlice *s = &g->slices[i];
+    return g->ggrads[s->group] + (s->offset - g->group_offset[s->group]);
+}
+// Slice index of tensor k of block l, and of the final layernorm's weight.
+static int block_slice(int l, int k) { return 2 + l * NBLOCK + k; }
+static int lnf_slice(const GPT *g) { return 2 + NBLOCK * g->cfg.n_layer; }
+
+// Tells the strategy (if any) that a group's weights or gradients are about to be used.
+static void use(GPT *g, int group, int need) {
+    if (g->use_hook) g->use_hook(g, group, need, g->use_arg);
+    CHECK(!(need & GPT_NEED_PARAMS) || g->gparams[group], "group %d's weights are not "
+          "materialised (a sharded strategy must gather them in its use hook)", group);
+    CHECK(!(need & GPT_NEED_GRADS) || g->ggrads[group], "group %d has no gradient buffer (call "
+          "gpt_alloc_grads, or a sharded strategy must provide one in its use hook)", group);
 }
 
 // ---------------------------------------------------------------- set-up
 
-void gpt_init(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
+void gpt_init_layout(GPT *g, Ctx *ctx, const GPTConfig *cfg) {
     char err[160];
     CHECK(gpt_config_error(cfg, err, sizeof err) == NULL, "%s", err);
     memset(g, 0, sizeof *g);
@@ -126,40 +143,62 @@ void gpt_init(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
     g->n_slices = gpt_num_slices(cfg);
     g->slices = calloc((size_t)g->n_slices, sizeof *g->slices);
     g->group_offset = calloc((size_t)cfg->n_layer + 3, sizeof *g->group_offset);
-    CHECK(g->slices && g->group_offset, "out of host memory for the slice table");
+    g->gparams = calloc((size_t)cfg->n_layer + 2, sizeof *g->gparams);
+    g->ggrads = calloc((size_t)cfg->n_layer + 2, sizeof *g->ggrads);
+    CHECK(g->slices && g->group_offset && g->gparams && g->ggrads,
+          "out of host memory for the slice table");
     gpt_fill_slices(cfg, g->slices);
     const ParamSlice *last = &g->slices[g->n_slices - 1];
     g->n_params = last->offset + last->numel;
     CHECK(g->n_params == gpt_num_params(cfg), "slice table disagrees with gpt_num_params");
     for (int i = g->n_slices - 1; i >= 0; i--) g->group_offset[g->slices[i].group] = g->slices[i].offset;
     g->group_offset[cfg->n_layer + 2] = g->n_params;
+}
 
-    g->params = mem_alloc(ctx, MEM_PARAMS, g->n_params * sizeof(float));
-
-    // GPT-2 initialisation, drawn on the host in slice order from one stream so that
-    // every device (and every later sharding) starts from the same numbers.
-    float *host = malloc(g->n_params * sizeof(float));
-    CHECK(host, "out of host memory initialising %zu parameters", g->n_params);
+void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float *out) {
+    CHECK(lo <= hi && hi <= g->n_params, "initial weights [%zu, %zu) outside the %zu params", lo,
+          hi, g->n_params);
+    // GPT-2 initialisation, drawn in slice order from one stream, so that every
+    // device and every sharding starts from the same numbers. A shard still draws
+    // the stream up to its end (one slice at a time), keeping only its part.
+    size_t biggest = 0;  // scratch for one matrix at a time
+    for (int i = 0; i < g->n_slices; i++)
+        if (g->slices[i].rows > 1 && g->slices[i].numel > biggest) biggest = g->slices[i].numel;
+    float *tmp = malloc(biggest * sizeof(float) + 1);
+    CHECK(tmp, "out of host memory initialising the weights");
     Rng rng;
     rng_seed(&rng, seed);
-    float resid_std = 0.02f / sqrtf(2.0f * cfg->n_layer);
-    for (int i = 0; i < g->n_slices; i++) {
+    float resid_std = 0.02f / sqrtf(2.0f * g->cfg.n_layer);
+    for (int i = 0; i < g->n_slices && g->slices[i].offset < hi; i++) {
         const ParamSlice *s = &g->slices[i];
-        float *p = host + s->offset;
-        if (s->rows > 1) {  // a matrix
+        size_t end = s->offset + s->numel;
+        size_t a = s->offset > lo ? s->offset : lo, b = end < hi ? end : hi;  // kept: [a, b)
+        if (s->rows > 1) {  // a matrix: the stream moves on whether or not we keep it
             int resid = strstr(s->name, "c_proj.weight") != NULL;
-            rng_fill_normal(&rng, p, s->numel, 0.0f, resid ? resid_std : 0.02f);
+            rng_fill_normal(&rng, tmp, s->numel, 0.0f, resid ? resid_std : 0.02f);
+            if (a < b) memcpy(out + (a - lo), tmp + (a - s->offset), (b - a) * sizeof(float));
         } else {  // a vector: layernorm weights 1, every bias 0
             float v = strstr(s->name, "ln_") && strstr(s->name, ".weight") ? 1.0f : 0.0f;
-            for (size_t j = 0; j < s->numel; j++) p[j] = v;
+            for (size_t j = a; j < b; j++) out[j - lo] = v;
         }
     }
+    free(tmp);
+}
+
+void gpt_init(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
+    gpt_init_layout(g, ctx, cfg);
+    g->params = mem_alloc(ctx, MEM_PARAMS, g->n_params * sizeof(float));
+    float *host = malloc(g->n_params * sizeof(float));
+    CHECK(host, "out of host memory initialising %zu parameters", g->n_params);
+    gpt_initial_params(g, seed, 0, g->n_params, host);
     ctx->ops->to_device(ctx, g->params, host, g->n_params * sizeof(float));
     free(host);
+    for (int k = 0; k < cfg->n_layer + 2; k++) g->gparams[k] = g->params + g->group_offset[k];
 }
 
 void gpt_alloc_grads(GPT *g) {
     if (!g->grads) g->grads = mem_alloc(g->ctx, MEM_GRADS, g->n_params * sizeof(float));
+    for (int k = 0; k < g->cfg.n_layer + 2; k++) g->ggrads[k] = g->grads + g->group_offset[k];
 }
 
 void gpt_alloc_acts(GPT *g, int B, int T) {
@@ -217,8 +256,10 @@ void gpt_free(GPT *g) {
         mem_free(ctx, MEM_ACTIVATIONS, g->tokens, BT * sizeof(int));
         mem_free(ctx, MEM_ACTIVATIONS, g->targets, BT * sizeof(int));
     }
-    mem_free(ctx, MEM_GRADS, g->grads, g->n_params * sizeof(float));
-    mem_free(ctx, MEM_PARAMS, g->params, g->n_params * sizeof(float));
+    if (g->grads) mem_free(ctx, MEM_GRADS, g->grads, g->n_params * sizeof(float));
+    if (g->params) mem_free(ctx, MEM_PARAMS, g->params, g->n_params * sizeof(float));
+    free(g->gparams);
+    free(g->ggrads);
     free(g->layers);
     free(g->host_tokens);
     free(g->slices);
@@ -234,8 +275,9 @@ const float *gpt_layer_output(const GPT *g, int l) {
 
 void gpt_embed_forward(GPT *g, int B, int T) {
     const Ops *o = g->ctx->ops;
-    o->embedding_forward(g->ctx, g->encoded, g->tokens, g->params + g->slices[0].offset,
-                         g->params + g->slices[1].offset, B, T, g->cfg.n_embd);
+    use(g, 0, GPT_NEED_PARAMS);
+    o->embedding_forward(g->ctx, g->encoded, g->tokens, param_at(g, 0), param_at(g, 1), B, T,
+                         g->cfg.n_embd);
 }
 
 void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T) {
@@ -245,8 +287,8 @@ void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T) {
     size_t NC = (size_t)N * C;
     for (int l = l0; l < l1; l++) {
         LayerActs *a = &g->layers[l];
-        float *P = g->params;
-#define W(k) block_tensor(g, P, l, k)
+        use(g, 1 + l, GPT_NEED_PARAMS);
+#define W(k) param_at(g, block_slice(l, k))
         // attention branch: res_att = x + c_proj(attn(c_attn(ln_1(x))))
         o->layernorm_forward(ctx, a->ln1, a->ln1_mean, a->ln1_rstd, x, W(LN1W), W(LN1B), N, C);
         o->matmul_forward(ctx, a->qkv, a->ln1, W(QKVW), W(QKVB), N, C, 3 * C);
@@ -269,12 +311,13 @@ float gpt_head_forward(GPT *g, const float *x, int B, int T, int has_targets) {
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
     const GPTConfig *c = &g->cfg;
-    int N = B * T, C = c->n_embd, V = c->vocab, L = c->n_layer;
-    const ParamSlice *lnw = &g->slices[2 + NBLOCK * L], *lnb = lnw + 1;
-    o->layernorm_forward(ctx, g->lnf, g->lnf_mean, g->lnf_rstd, x, g->params + lnw->offset,
-                         g->params + lnb->offset, N, C);
+    int N = B * T, C = c->n_embd, V = c->vocab, L = c->n_layer, lnw = lnf_slice(g);
+    use(g, L + 1, GPT_NEED_PARAMS);
+    use(g, 0, GPT_NEED_PARAMS);  // the LM head is tied to wte (group 0)
+    o->layernorm_forward(ctx, g->lnf, g->lnf_mean, g->lnf_rstd, x, param_at(g, lnw),
+                         param_at(g, lnw + 1), N, C);
     // The LM head is tied: logits = lnf @ wte^T, no bias.
-    o->matmul_forward(ctx, g->logits, g->lnf, g->params + g->slices[0].offset, NULL, N, C, V);
+    o->matmul_forward(ctx, g->logits, g->lnf, param_at(g, 0), NULL, N, C, V);
     g->loss = 0.0f;
     if (has_targets) {
         o->crossentropy_forward(ctx, g->losses, g->logits, g->targets, N, V);
@@ -323,18 +366,20 @@ void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
     const GPTConfig *c = &g->cfg;
-    int N = B * T, C = c->n_embd, V = c->vocab, L = c->n_layer;
-    const ParamSlice *lnw = &g->slices[2 + NBLOCK * L], *lnb = lnw + 1;
-    size_t wte = g->slices[0].offset;
+    int N = B * T, C = c->n_embd, V = c->vocab, L = c->n_layer, lnw = lnf_slice(g);
+    use(g, L + 1, GPT_NEED_PARAMS | GPT_NEED_GRADS);
+    // The tied weight: wte's gradient gets its first half here, its second in the
+    // embedding's backward, so group 0's gradient is complete only at the very end.
+    use(g, 0, GPT_NEED_PARAMS | GPT_NEED_GRADS);
     // The loss is the mean over N positions: each position's gradient is 1/N.
     // dlogits overwrite the logits in place (they are not needed afterwards).
     o->crossentropy_backward(ctx, g->logits, g->logits, g->targets, dloss_scale / N, N, V);
     o->memset0(ctx, g->dln, (size_t)N * C * sizeof(float));
-    o->matmul_backward(ctx, g->dln, g->grads + wte, NULL, g->logits, g->lnf, g->params + wte, N,
-                       C, V);
+    o->matmul_backward(ctx, g->dln, grad_at(g, 0), NULL, g->logits, g->lnf, param_at(g, 0), N, C,
+                       V);
     o->memset0(ctx, dx, (size_t)N * C * sizeof(float));
-    o->layernorm_backward(ctx, dx, g->grads + lnw->offset, g->grads + lnb->offset, g->dln, x,
-                          g->params + lnw->offset, g->lnf_mean, g->lnf_rstd, N, C);
+    o->layernorm_backward(ctx, dx, grad_at(g, lnw), grad_at(g, lnw + 1), g->dln, x,
+                          param_at(g, lnw), g->lnf_mean, g->lnf_rstd, N, C);
     fire_hook(g, L + 1);
 }
 
@@ -348,9 +393,9 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
     for (int l = l1 - 1; l >= l0; l--) {
         LayerActs *a = &g->layers[l];
         const float *xin = l == l0 ? x : g->layers[l - 1].res_mlp;
-        float *P = g->params, *G = g->grads;
-#define W(k) block_tensor(g, P, l, k)
-#define D(k) block_tensor(g, G, l, k)
+        use(g, 1 + l, GPT_NEED_PARAMS | GPT_NEED_GRADS);
+#define W(k) param_at(g, block_slice(l, k))
+#define D(k) grad_at(g, block_slice(l, k))
         // MLP branch
         o->memset0(ctx, g->dbig, 4 * bytes);
         o->matmul_backward(ctx, g->dbig, D(FCPROJW), D(FCPROJB), dx, a->fch_gelu, W(FCPROJW), N,
@@ -379,14 +424,14 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
 
 void gpt_embed_backward(GPT *g, const float *dx, int B, int T) {
     Ctx *ctx = g->ctx;
-    ctx->ops->embedding_backward(ctx, g->grads + g->slices[0].offset,
-                                 g->grads + g->slices[1].offset, dx, g->tokens, g->host_tokens,
+    use(g, 0, GPT_NEED_GRADS);
+    ctx->ops->embedding_backward(ctx, grad_at(g, 0), grad_at(g, 1), dx, g->tokens, g->host_tokens,
                                  B, T, g->cfg.n_embd);
     fire_hook(g, 0);
 }
 
 void gpt_backward(GPT *g, float dloss_scale) {
-    CHECK(g->grads, "gpt_backward before gpt_alloc_grads");
+    CHECK(g->grads || g->use_hook, "gpt_backward before gpt_alloc_grads");
     CHECK(g->last_B > 0, "gpt_backward before a gpt_forward with targets");
     int B = g->last_B, T = g->last_T, L = g->cfg.n_layer;
     gpt_head_backward(g, gpt_layer_output(g, L - 1), g->dres, dloss_scale, B, T);
@@ -395,5 +440,6 @@ void gpt_backward(GPT *g, float dloss_scale) {
 }
 
 void gpt_zero_grad(GPT *g) {
+    CHECK(g->grads, "gpt_zero_grad: no flat gradient buffer (a sharded strategy zeroes its own)");
     g->ctx->ops->memset0(g->ctx, g->grads, g->n_params * sizeof(float));
 }

@@ -70,6 +70,14 @@ typedef struct GPT GPT;
 // Called when the gradients of one group are complete during the backward pass
 // (group L+1 first, then L ... 1, then 0). DDP overlap and FSDP hook in here.
 typedef void (*GradHook)(GPT *g, int group, void *arg);
+// Called just before the model reads a group's weights (GPT_NEED_PARAMS) or
+// writes its gradients (GPT_NEED_GRADS); ZeRO-3 and FSDP gather the weights and
+// make room for the gradients here, and point gparams / ggrads at them. The uses,
+// in order: forward 0, 1 ... L, then L+1 and 0 (the tied LM head); backward L+1
+// and 0 (head), L ... 1, then 0 for its gradients only (the embedding's backward
+// reads no weights).
+enum { GPT_NEED_PARAMS = 1, GPT_NEED_GRADS = 2 };
+typedef void (*UseHook)(GPT *g, int group, int need, void *arg);
 
 struct GPT {
     GPTConfig cfg;
@@ -78,8 +86,13 @@ struct GPT {
     ParamSlice *slices;         // host memory
     size_t n_params;
     size_t *group_offset;       // L+3 entries: group g is [off[g], off[g+1]); host
-    float *params;              // flat, device memory (MEM_PARAMS)
+    float *params;              // flat, device memory (MEM_PARAMS); NULL when sharded
     float *grads;               // flat, device memory (MEM_GRADS); NULL until gpt_alloc_grads
+    // Where each group's weights and gradients are now: element o of group k
+    // (group_offset[k] <= o < group_offset[k+1]) is gparams[k][o - group_offset[k]].
+    // By default they point into the flat buffers; a sharded strategy points them
+    // at the buffers it gathers (and at NULL while a group is not materialised).
+    float **gparams, **ggrads;  // host arrays of L+2
 
     // Activations, sized for (B,T) at gpt_alloc_acts (MEM_ACTIVATIONS).
     int B, T;
@@ -104,13 +117,21 @@ struct GPT {
     int last_B, last_T;         // shape of the last forward
 
     GradHook hook; void *hook_arg;
+    UseHook use_hook; void *use_arg;
 };
 
 // Builds the model: slice table, parameters (MEM_PARAMS). Weights are initialised
 // as GPT-2 does: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0,
 // layernorm weights 1 -- from `seed`, identical on every device.
 void gpt_init(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed);
-void gpt_alloc_grads(GPT *g);                 // MEM_GRADS, zeroed
+// The model without weights: the slice table and the group layout, params NULL.
+// ZeRO-3 and FSDP keep only shards of the weights and build them with
+// gpt_initial_params.
+void gpt_init_layout(GPT *g, Ctx *ctx, const GPTConfig *cfg);
+// gpt_init's initial weights of elements [lo, hi) of the flat layout, into host
+// memory `out` (hi - lo floats): the same numbers, whatever the sharding.
+void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float *out);
+void gpt_alloc_grads(GPT *g);                 // MEM_GRADS, zeroed; points ggrads into it
 void gpt_alloc_acts(GPT *g, int B, int T);    // MEM_ACTIVATIONS + MEM_WORKSPACE
 void gpt_free(GPT *g);
 // [begin, end) element range of a group in the flat buffers.

@@ -12,13 +12,21 @@ AdamWConfig adamw_default_config(void) {
 }
 
 void adamw_init(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin, size_t end) {
+    adamw_init_padded(opt, g, cfg, begin, end, end >= begin ? end - begin : 0);
+}
+
+void adamw_init_padded(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin, size_t end,
+                       size_t capacity) {
     CHECK(begin <= end && end <= g->n_params, "optimizer range [%zu, %zu) outside the %zu params",
           begin, end, g->n_params);
+    CHECK(capacity >= end - begin, "optimizer capacity %zu below its %zu elements", capacity,
+          end - begin);
     opt->cfg = *cfg;
     opt->begin = begin;
     opt->end = end;
+    opt->capacity = capacity;
     opt->t = 0;
-    size_t bytes = (end - begin) * sizeof(float);
+    size_t bytes = capacity * sizeof(float);
     // The moments are where a 70B model's memory goes (8 of its 16 bytes/param):
     // with --device-mem set, this is the allocation that fails first.
     opt->m = mem_alloc(g->ctx, MEM_OPTIMIZER, bytes);
@@ -26,7 +34,7 @@ void adamw_init(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin, size_t
 }
 
 void adamw_free(AdamW *opt, GPT *g) {
-    size_t bytes = (opt->end - opt->begin) * sizeof(float);
+    size_t bytes = opt->capacity * sizeof(float);
     mem_free(g->ctx, MEM_OPTIMIZER, opt->m, bytes);
     mem_free(g->ctx, MEM_OPTIMIZER, opt->v, bytes);
     opt->m = opt->v = NULL;
@@ -37,6 +45,10 @@ double grad_global_norm(GPT *g) {
 }
 
 void adamw_step(AdamW *opt, GPT *g, double grad_norm) {
+    adamw_step_at(opt, g, g->params + opt->begin, g->grads + opt->begin, grad_norm);
+}
+
+void adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double grad_norm) {
     const AdamWConfig *c = &opt->cfg;
     opt->t++;
     // torch.nn.utils.clip_grad_norm_: multiply by min(1, clip / (norm + 1e-6)).
@@ -51,8 +63,9 @@ void adamw_step(AdamW *opt, GPT *g, double grad_norm) {
         size_t lo = s->offset > opt->begin ? s->offset : opt->begin;
         size_t hi = s->offset + s->numel < opt->end ? s->offset + s->numel : opt->end;
         if (lo >= hi) continue;
-        g->ctx->ops->adamw_update(g->ctx, g->params + lo, g->grads + lo, opt->m + (lo - opt->begin),
-                                  opt->v + (lo - opt->begin), hi - lo, c->lr, c->beta1, c->beta2,
-                                  c->eps, s->decay ? c->weight_decay : 0.0f, grad_scale, opt->t);
+        size_t at = lo - opt->begin;
+        g->ctx->ops->adamw_update(g->ctx, p + at, grad + at, opt->m + at, opt->v + at, hi - lo,
+                                  c->lr, c->beta1, c->beta2, c->eps,
+                                  s->decay ? c->weight_decay : 0.0f, grad_scale, opt->t);
     }
 }

@@ -21,12 +21,18 @@ AdamWConfig adamw_default_config(void);  // lr 3e-4, (0.9, 0.95), 1e-8, wd 0.1, 
 typedef struct {
     AdamWConfig cfg;
     size_t begin, end;   // element range this optimizer owns (whole model unless sharded)
-    float *m, *v;        // device memory (MEM_OPTIMIZER), end-begin elements each
+    size_t capacity;     // elements allocated per moment (>= end - begin: padding)
+    float *m, *v;        // device memory (MEM_OPTIMIZER), `capacity` elements each
     int t;               // steps taken
 } AdamW;
 
 // Allocates the moments for elements [begin, end) of the model's flat buffers.
 void adamw_init(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin, size_t end);
+// The same with room for `capacity` >= end - begin elements: a sharded optimizer
+// gives every rank a shard of the same size, ceil(N/ranks), padding the last ones,
+// which is what the stage-01 calculator counts.
+void adamw_init_padded(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin, size_t end,
+                       size_t capacity);
 void adamw_free(AdamW *opt, GPT *g);
 // Global gradient norm over the whole grads buffer (sqrt of the sum of squares).
 double grad_global_norm(GPT *g);
@@ -35,6 +41,9 @@ double grad_global_norm(GPT *g);
 // min(1, clip/(norm + 1e-6)) exactly as torch.nn.utils.clip_grad_norm_.
 // Weight decay applies to slices with decay = 1 only.
 void adamw_step(AdamW *opt, GPT *g, double grad_norm);
+// The same where the owned range's weights and gradients are not in the flat
+// buffers: p and grad point at element `begin` of the range (a shard's buffers).
+void adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double grad_norm);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ extern "C" {
 
 typedef struct {
     char name[96];
-    DType dtype;          // F32, BF16, F16, I32
+    DType dtype;          // F32, BF16, F16, I32, F64
     int ndim;             // 0..4
     int64_t shape[4];
     const void *data;     // on save: the bytes to write; on load: points into the file image

@@ -81,11 +81,18 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (synthetic && cfg->vocab < 4) flags_fail("the synthetic corpus needs --vocab >= 4");
 }
 
-static void save_params(const char *path, GPT *g) {
+// Rank 0 writes the whole model's weights (a sharded strategy gathers them first:
+// every rank takes part in that).
+static void save_params(const char *path, GPT *g, const TrainStrategy *S, int rank) {
     size_t bytes = g->n_params * sizeof(float);
     float *host = malloc(bytes);
     CHECK(host, "out of host memory");
-    g->ctx->ops->to_host(g->ctx, host, g->params, bytes);
+    if (S) S->gather_params(g, host, S->arg);
+    else if (rank == 0) g->ctx->ops->to_host(g->ctx, host, g->params, bytes);
+    if (rank != 0) {
+        free(host);
+        return;
+    }
     StTensor t = {.name = "params", .dtype = DT_F32, .ndim = 1, .data = host, .nbytes = bytes};
     t.shape[0] = (int64_t)g->n_params;
     char err[256];
@@ -152,15 +159,19 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     // then activations. A model too large for --device-mem fails here, at step
     // zero, before any forward pass.
     GPT g;
-    gpt_init(&g, ctx, &cfg, a->seed);
-    char peak_how[256];  // measured here: the other ranks now wait for rank 0's weights
-    double peak = mfu_peak(a, ctx, h, rank, world, peak_how, sizeof peak_how);
-    if (h && h->sync_params) h->sync_params(&g, h->arg);
-    gpt_alloc_grads(&g);
+    AdamW opt;
     AdamWConfig oc = {(float)a->lr, (float)a->beta1, (float)a->beta2, 1e-8f,
                       (float)a->weight_decay, (float)a->grad_clip};
-    AdamW opt;
-    adamw_init(&opt, &g, &oc, 0, g.n_params);
+    const TrainStrategy *S = h ? h->strategy : NULL;
+    if (S) S->build(&g, ctx, &cfg, a->seed, &oc, S->arg);
+    else gpt_init(&g, ctx, &cfg, a->seed);
+    char peak_how[256];  // measured here: the other ranks now wait in sync_params
+    double peak = mfu_peak(a, ctx, h, rank, world, peak_how, sizeof peak_how);
+    if (h && h->sync_params) h->sync_params(&g, h->arg);
+    if (!S) {
+        gpt_alloc_grads(&g);
+        adamw_init(&opt, &g, &oc, 0, g.n_params);
+    }
     gpt_alloc_acts(&g, B, T);
 
     double fpt = gpt_flops_per_token(&cfg, T);
@@ -187,16 +198,22 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     for (int step = 0; step < steps; step++) {
         ctx->ops->synchronize(ctx);
         double t0 = now_seconds();
-        gpt_zero_grad(&g);
+        if (!S) gpt_zero_grad(&g);
         double loss_sum = 0;
         for (int micro = 0; micro < accum; micro++) {
+            if (S) S->micro_begin(&g, micro, accum, S->arg);
             data_next(&dl, inputs, targets);
             loss_sum += gpt_forward(&g, inputs, targets, B, T);
             gpt_backward(&g, 1.0f / accum);
         }
-        if (h && h->sync_grads) h->sync_grads(&g, h->arg);
-        double norm = grad_global_norm(&g);
-        adamw_step(&opt, &g, norm);
+        double norm;
+        if (S) {
+            norm = S->step(&g, S->arg);
+        } else {
+            if (h && h->sync_grads) h->sync_grads(&g, h->arg);
+            norm = grad_global_norm(&g);
+            adamw_step(&opt, &g, norm);
+        }
         ctx->ops->synchronize(ctx);
         double dt = now_seconds() - t0;
         loss = (float)(loss_sum / accum);  // this rank's loss (printed by rank 0)
@@ -232,10 +249,11 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                res.gflops, res.mfu, first_loss, loss, world);
         fflush(stdout);
     }
-    if (a->save_params && rank == 0) save_params(a->save_params, &g);
+    if (a->save_params) save_params(a->save_params, &g, S, rank);
 
     free(inputs); free(targets); free(step_ms);
-    adamw_free(&opt, &g);
+    if (S) S->destroy(&g, S->arg);
+    else adamw_free(&opt, &g);
     gpt_free(&g);
     data_close(&dl);
     return res;

@@ -8,6 +8,7 @@
 #include "ctx.h"
 #include "flags.h"
 #include "model.h"
+#include "optim.h"
 
 typedef struct {
     const char *preset, *device, *data, *save_params;
@@ -26,6 +27,27 @@ int train_flags(TrainArgs *a, Flag *rows);
 // the flag on bad input).
 void train_resolve(const TrainArgs *a, GPTConfig *cfg);
 
+// A data-parallel strategy that shards what DDP replicates (stage 03: ZeRO-1/2/3,
+// FSDP) owns the model states and the optimizer step; the trainer keeps the loop,
+// the data, the timing and the log. NULL: every rank holds the whole model, and
+// the sync_grads / sync_params hooks below are all there is (stage 02's DDP).
+typedef struct {
+    // Builds weights, gradients and optimizer state, in that order (a model too
+    // big fails here, at step zero), and installs its hooks in g.
+    void (*build)(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, const AdamWConfig *oc,
+                  void *arg);
+    // Before micro-batch `micro` (0-based) of `accum`: at 0, gradients start from
+    // zero; on the last one, communication is armed (none before it).
+    void (*micro_begin)(GPT *g, int micro, int accum, void *arg);
+    // After the last backward: finish the communication, clip by the global norm
+    // (over every rank's shard), update. Returns that norm.
+    double (*step)(GPT *g, void *arg);
+    // The whole model's weights into host memory `out` (every rank calls it).
+    void (*gather_params)(GPT *g, float *out, void *arg);
+    void (*destroy)(GPT *g, void *arg);
+    void *arg;
+} TrainStrategy;
+
 typedef struct {
     int rank, world;      // this rank's slice of each global batch
     // The ranks of the job on this machine and the cores they may use together
@@ -35,10 +57,12 @@ typedef struct {
     // After the backward passes of a step, before clipping and the update: DDP
     // averages the gradients over its group here. NULL for a single process.
     void (*sync_grads)(GPT *g, void *arg);
-    // At start-up, after the weights exist: DDP broadcasts rank 0's weights.
+    // At start-up, after the weights exist: DDP broadcasts rank 0's weights (a
+    // sharded strategy may wait here for the others, a barrier).
     void (*sync_params)(GPT *g, void *arg);
     void *arg;
     const char *label;    // "1 process", "DDP over 4 ranks (ring)", ...
+    const TrainStrategy *strategy;  // NULL: the whole model on every rank
 } TrainHooks;
 
 typedef struct {

@@ -277,7 +277,8 @@ static void test_names(TestState *ts) {
     int bad = 0;
     DType t;
     bad += dtype_size(DT_F32) != 4 || dtype_size(DT_BF16) != 2 || dtype_size(DT_F16) != 2 ||
-           dtype_size(DT_I32) != 4;
+           dtype_size(DT_I32) != 4 || dtype_size(DT_F64) != 8;
+    bad += dtype_parse("float64", &t) != 0 || t != DT_F64;
     for (int i = 0; i < DT_COUNT; i++) {
         bad += dtype_parse(dtype_name((DType)i), &t) != 0 || t != (DType)i;
     }

@@ -230,8 +230,8 @@ static void test_corrupt(TestState *ts) {
          "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
          12, "tensors 'a' [0, 8] and 'b' [4, 12] overlap"},
         {"st_rejects_unknown_dtype",
-         "{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8,
-         "tensor 'a' has dtype F64"},
+         "{\"a\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8,
+         "tensor 'a' has dtype C64"},
         {"st_rejects_duplicate_name",
          "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
          "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",

@@ -1,0 +1,54 @@
+// buckets.c — gradient buckets, filled in the order backward completes them.
+//
+// One all-reduce per step (stage 02) must wait for the whole backward pass. But
+// backward produces the gradients of the last layer group first: if those are
+// sent while the earlier groups are still being computed, the communication
+// hides behind the compute. So the groups are packed into buckets in backward
+// order (PyTorch's DDP does the same, 25 MB by default), and each bucket is
+// launched the moment its last group's gradients are complete.
+//
+// Why not one collective per group: every collective pays a latency (α in the
+// α-β model, and a synchronisation of all ranks), so tiny buckets cost more than
+// they hide. Why not one bucket: nothing would overlap. The sweep in
+// run_stage.sh measures the trade.
+#include "check.h"
+#include "sharded.h"
+
+void buckets_assign(Sharded *s) {
+    Buckets *B = &s->buckets;
+    const GPT *g = s->g;
+    const ShardPlan *P = &s->plan;
+    int b = -1;
+    size_t bytes = 0;
+    for (int grp = P->groups - 1; grp >= 0; grp--) {  // backward order: L+1 first
+        size_t size = (g->group_offset[grp + 1] - g->group_offset[grp]) * sizeof(float);
+        int join;
+        if (P->per_unit)  // FSDP reduces a unit's gradients together: bucket = unit
+            join = b >= 0 && P->unit_of[grp] == P->unit_of[grp + 1];
+        else
+            join = b >= 0 && s->cfg.bucket_bytes > 0 && bytes + size <= s->cfg.bucket_bytes;
+        if (!join) {
+            b++;
+            bytes = 0;
+            B->hi[b] = g->group_offset[grp + 1];
+            B->groups[b] = 0;
+        }
+        B->of_group[grp] = b;
+        B->lo[b] = g->group_offset[grp];  // the groups are consecutive: lo moves down
+        B->groups[b]++;
+        bytes += size;
+    }
+    B->n = b + 1;
+}
+
+void buckets_on_grad_ready(GPT *g, int group, void *arg) {
+    (void)g;
+    Sharded *s = arg;
+    Buckets *B = &s->buckets;
+    int b = B->of_group[group];
+    CHECK(B->pending[b] > 0, "group %d completed twice in one backward pass", group);
+    // Launch only when the bucket's LAST group is done: its buffer is then final.
+    // (The tied embedding's group 0 completes last of all: the LM head wrote the
+    // first half of its gradient at the start of backward.)
+    if (--B->pending[b] == 0 && s->armed) bucket_launch(s, b);
+}

@@ -1,0 +1,110 @@
+// grad_reduce.c — a bucket's collective, launched and retired; its buffer made.
+//
+// DDP and ZeRO-1 keep the flat gradient buffer: a bucket is a range of it,
+// all-reduced (DDP) or reduce-scattered (ZeRO-1) in place. ZeRO-2 and beyond keep
+// only their shard of the gradients: a bucket is a buffer of its own that exists
+// from the moment backward first writes into it until its reduce-scatter is done
+// and this rank's block has been added into the shard. At most MAX_IN_FLIGHT
+// launched buckets are kept: a rank's gradient memory is its shard plus those
+// (and the buckets backward is still filling).
+#include <stdio.h>
+
+#include "check.h"
+#include "ops.h"
+#include "sharded.h"
+
+#define MAX_IN_FLIGHT 2
+
+int sharded_grads(const Sharded *s) { return s->cfg.kind >= SH_ZERO2; }
+
+void bucket_launch(Sharded *s, int b) {
+    Buckets *B = &s->buckets;
+    CHECK(B->pending[b] == 0, "bucket %d launched while %d of its %d layer groups have not "
+          "completed their gradients: it would send gradients still being computed", b,
+          B->pending[b], B->groups[b]);
+    CHECK(!B->launched[b], "bucket %d launched twice in one backward pass", b);
+    char label[40];
+    snprintf(label, sizeof label, "%s bucket %d", s->cfg.kind == SH_DDP ? "all-reduce" :
+             "reduce-scatter", b);
+    size_t n = B->hi[b] - B->lo[b];
+    float *buf = sharded_grads(s) ? B->buf[b] : s->g->grads + B->lo[b];
+    CHECK(buf, "bucket %d has no gradient buffer", b);
+    if (s->cfg.kind == SH_DDP) {
+        B->task[b] = allreduce_start(s->ac, s->dp, buf, n, DT_F32, s->cfg.algo, label);
+    } else {
+        Blocks blk;
+        plan_blocks(&s->plan, B->lo[b], B->hi[b], &blk, NULL);
+        B->task[b] = reduce_scatter_start(s->ac, s->dp, buf, &blk, DT_F32, s->cfg.algo, label);
+        // HSDP: the shard group summed its ranks; the replicas of this block (one per
+        // group) add theirs, so every replica holds the sum over the whole world. It is
+        // started here, right behind the reduce-scatter, not when the bucket is
+        // retired: retiring happens whenever a rank finds the bucket done, a moment that
+        // differs between ranks, and collectives must start in the same order everywhere.
+        if (s->cfg.kind == SH_HSDP && s->replica_g.size > 1) {
+            int r = s->plan.r;
+            snprintf(label, sizeof label, "all-reduce replicas %d", b);
+            B->replica[b] = allreduce_start(s->ac, &s->replica_g, buf + blk.lo[r],
+                                            blk.hi[r] - blk.lo[r], DT_F32, s->cfg.algo, label);
+        }
+    }
+    B->launched[b] = 1;
+}
+
+void bucket_retire(Sharded *s, int b) {
+    Buckets *B = &s->buckets;
+    if (B->task[b]) {
+        coll_wait(s->ac, B->task[b]);
+        B->task[b] = NULL;
+    }
+    if (B->replica[b]) {
+        coll_wait(s->ac, B->replica[b]);
+        B->replica[b] = NULL;
+    }
+    if (!sharded_grads(s) || !B->buf[b]) return;
+    Ctx *ctx = s->g->ctx;
+    Blocks blk;
+    size_t mine;
+    plan_blocks(&s->plan, B->lo[b], B->hi[b], &blk, &mine);
+    int r = s->plan.r;
+    size_t n = blk.hi[r] - blk.lo[r];
+    float *block = B->buf[b] + blk.lo[r];
+    if (B->task[b]) {
+        coll_wait(s->ac, B->task[b]);
+        B->task[b] = NULL;
+    }
+    if (B->replica[b]) {
+        coll_wait(s->ac, B->replica[b]);
+        B->replica[b] = NULL;
+    }    // Micro-batches accumulate in the shard: the first one copies.
+    if (s->micro == 0) ctx->ops->copy(ctx, s->gshard + mine, block, n * sizeof(float));
+    else ctx->ops->accumulate(ctx, s->gshard + mine, block, 1.0f, n);
+    mem_free(ctx, MEM_COMM, B->buf[b], (B->hi[b] - B->lo[b]) * sizeof(float));
+    B->buf[b] = NULL;
+    for (int grp = 0; grp < s->plan.groups; grp++)
+        if (B->of_group[grp] == b) s->g->ggrads[grp] = NULL;
+}
+
+void grads_need(Sharded *s, int group) {
+    Buckets *B = &s->buckets;
+    int b = B->of_group[group];
+    if (!sharded_grads(s) || B->buf[b]) return;
+    // Room first: retire what has finished, then the oldest until few are in flight.
+    int in_flight = 0;
+    // (Retiring is local work only: a copy and a free. It may happen at different
+    // moments on different ranks; starting a collective there could not.)
+    for (int q = 0; q < B->n; q++)
+        if (B->task[q] && coll_test(s->ac, B->task[q]) &&
+            (!B->replica[q] || coll_test(s->ac, B->replica[q])))
+            bucket_retire(s, q);
+    for (int q = 0; q < B->n; q++) in_flight += B->task[q] != NULL;
+    for (int q = 0; q < B->n && in_flight >= MAX_IN_FLIGHT; q++)
+        if (B->task[q]) {
+            bucket_retire(s, q);
+            in_flight--;
+        }
+    Ctx *ctx = s->g->ctx;
+    B->buf[b] = mem_alloc(ctx, MEM_COMM, (B->hi[b] - B->lo[b]) * sizeof(float));  // zeroed
+    for (int grp = 0; grp < s->plan.groups; grp++)
+        if (B->of_group[grp] == b)
+            s->g->ggrads[grp] = B->buf[b] + (s->g->group_offset[grp] - B->lo[b]);
+}

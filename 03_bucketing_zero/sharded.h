@@ -1,0 +1,167 @@
+// sharded.h — data parallelism that overlaps and shards: bucketed DDP, ZeRO-1/2/3,
+// FSDP and HSDP, as one engine with a few switches.
+//
+// What each strategy keeps on a rank (Ψ parameters, N ranks, S = ceil(Ψ/N)):
+//
+//   strategy  weights      gradients           optimizer  per step, each rank sends
+//   ddp       Ψ            Ψ                   2Ψ         all-reduce: 2Ψ(N-1)/N
+//   zero1     Ψ            Ψ                   2S         reduce-scatter + all-gather: 2Ψ(N-1)/N
+//   zero2     Ψ            S + buckets         2S         the same
+//   zero3     S + units    S + buckets         2S         + an all-gather of the weights
+//                                                         before forward and backward: 3Ψ(N-1)/N
+//   fsdp      Σu ⌈|u|/N⌉   the same, per unit  2Σu⌈|u|/N⌉ the same as zero3
+//   hsdp      fsdp inside a shard group of --shard-size ranks, replicated across groups
+//
+// (4 bytes each in fp32.) The pieces, one file each:
+//   plan.c         who owns what: layer groups -> units (what stage 3 gathers at
+//                  once) and the partition of the flat buffers into shards
+//   buckets.c      the gradient side: groups -> buckets, each reduced as soon as
+//                  backward completes it (the exercise's first part)
+//   zero_step.c    after backward: finish the buckets, the global norm over the
+//                  shards, AdamW on this rank's shard, the weights all-gathered
+//                  (the second part)
+//   fsdp_unit.c    stage 3's weights: gathered before use, freed after, the next
+//                  unit prefetched (the third part)
+//   sharded.c      building the model states in the framework's order; the
+//                  strategy the trainer calls
+// over async_coll.c (non-blocking collectives, a progress thread per rank) and
+// collectives_v.c (reduce-scatter and all-gather over blocks of any size).
+#pragma once
+#include <stddef.h>
+
+#include "async_coll.h"
+#include "model.h"
+#include "optim.h"
+#include "trainer.h"
+
+typedef enum { SH_DDP = 0, SH_ZERO1, SH_ZERO2, SH_ZERO3, SH_FSDP, SH_HSDP, SH_COUNT } ShardKind;
+const char *shard_kind_name(ShardKind k);          // "ddp", "zero1", ...
+int shard_kind_parse(const char *s, ShardKind *out);
+
+typedef struct {
+    ShardKind kind;
+    Algo algo;            // ring (ours), naive (bitwise reference), mpi (under mpirun)
+    size_t bucket_bytes;  // gradient buckets (--bucket-mb); 0: one bucket per layer group
+    int overlap;          // collectives run on a progress thread while the rank computes
+    int prefetch;         // stage 3: gather the next unit while this one computes
+    int reshard;          // stage 3: free a unit's weights after its forward (else keep them
+                          // gathered until its backward: ZeRO-2's memory for the weights)
+    int unit_layers;      // fsdp/hsdp: layer groups per unit (zero3: 1)
+    int shard_size;       // hsdp: ranks per shard group (must divide the world)
+} ShardConfig;
+
+// ---------------------------------------------------------------- the plan (plan.c)
+
+typedef struct {
+    int groups;            // L + 2 layer groups: 0 embeddings, 1..L blocks, L+1 ln_f
+    // Units: runs of consecutive groups that stage 3 gathers together.
+    int n_units;
+    int *unit_of;          // group -> unit
+    size_t *unit_lo, *unit_hi;  // unit u: flat elements [lo, hi)
+    // The partition: which elements this rank keeps, over a shard group of p ranks.
+    int p, r;
+    int per_unit;          // 1: every unit split evenly (FSDP); 0: [r*S, (r+1)*S) (ZeRO)
+    size_t S;              // ZeRO: ceil(Ψ/p)
+    size_t *unit_base;     // FSDP: where unit u's block starts in the shard buffers
+    size_t shard_elems;    // the shard buffers' size, padded: S, or Σu ceil(|u|/p)
+} ShardPlan;
+
+void plan_build(ShardPlan *P, const GPT *g, const ShardConfig *cfg, int p, int r);
+void plan_free(ShardPlan *P);
+// The blocks of flat elements [lo, hi) (a bucket or, with per_unit, exactly one
+// unit) over the p members, relative to lo; *mine (may be NULL) is where this
+// rank's block starts in its shard buffers.
+void plan_blocks(const ShardPlan *P, size_t lo, size_t hi, Blocks *b, size_t *mine);
+
+// ---------------------------------------------------------------- the state
+
+typedef struct {
+    int n;                 // buckets
+    int *of_group;         // group -> bucket
+    size_t *lo, *hi;       // bucket b: flat elements [lo, hi) (its groups are consecutive)
+    int *groups;           // how many groups bucket b holds
+    int *pending;          // of those, how many backward has not completed yet
+    float **buf;           // zero2/3, fsdp: b's gradients while it exists (MEM_COMM); else NULL
+    CollTask **task;       // b's collective in flight, or NULL
+    CollTask **replica;    // hsdp: then its all-reduce across the replicas, or NULL
+    int *launched;         // launched in this backward
+} Buckets;
+
+typedef enum { UNIT_FREE = 0, UNIT_GATHERING, UNIT_READY } UnitState;
+
+typedef struct Sharded {
+    ShardConfig cfg;
+    Comm *c;
+    Group *world;          // every rank: the data-parallel group
+    Group *dp;             // the group that shards: world, or hsdp's shard group
+    Group shard_g, replica_g;  // hsdp: the ranks sharing a shard / holding the same shard
+    AsyncComm *ac;
+    Timeline *tl;
+    GPT *g;
+    ShardPlan plan;
+    Buckets buckets;
+    int armed;             // the gradient hook launches buckets (the last micro-batch)
+    int micro;             // this step's micro-batch
+    // This rank's shards (NULL where the strategy keeps the full buffer).
+    float *pshard;         // zero3/fsdp/hsdp: its weights, shard_elems (MEM_PARAMS)
+    float *gshard;         // zero2/3/fsdp/hsdp: its summed gradients (MEM_GRADS)
+    AdamW *opt;            // one per owned range: 1 (ddp, zero), n_units (fsdp, hsdp)
+    int n_opt;
+    // Stage 3's weights, unit by unit.
+    float **unit_buf;      // the gathered unit (MEM_COMM), or NULL
+    CollTask **unit_task;  // its all-gather in flight
+    UnitState *unit_state;
+    int *use_seq;          // the use() calls of one micro-batch: unit needing weights, or -1
+    int *use_op;           // the first call of the op each call belongs to (the LM head
+                           // announces two groups before it computes)
+    int n_use, use_at, fwd_uses;
+    // Bytes this rank sent in the last step (all collectives).
+    unsigned long long step_bytes, base_bytes;
+    // The compute span in progress on the timeline (sharded.c).
+    char span_name[32];
+    double span_t0;
+    TrainStrategy strategy;
+} Sharded;
+
+// Creates the strategy for this rank. c and world must outlive it; tl may be NULL.
+Sharded *sharded_new(Comm *c, Group *world, const ShardConfig *cfg, Timeline *tl);
+void sharded_free(Sharded *s);
+// "ZeRO-2 over 4 ranks, ring, buckets of 25 MB, overlapped", for the log.
+void sharded_describe(const Sharded *s, char *buf, size_t n);
+
+// ---------------------------------------------------------------- the pieces
+
+// buckets.c (exercise): assign the groups to buckets, in backward order
+// (L+1 first), each at most cfg.bucket_bytes (0: one group each; a group larger
+// than the cap is a bucket alone).
+void buckets_assign(Sharded *s);
+// The gradient hook (GradHook): `group`'s gradients are complete.
+void buckets_on_grad_ready(GPT *g, int group, void *arg);
+// grad_reduce.c: starts bucket b's collective (ddp all-reduces it in place, the
+// others reduce-scatter it over the partition's blocks); waits for it, and
+// (zero2/3, fsdp, hsdp) adds this rank's block into gshard and frees the bucket;
+// makes a bucket's buffer before backward writes into it (those strategies have
+// no flat gradient buffer), keeping few buckets in flight.
+void bucket_launch(Sharded *s, int b);
+void bucket_retire(Sharded *s, int b);
+void grads_need(Sharded *s, int group);
+int sharded_grads(const Sharded *s);    // 1: gradients live in gshard + buckets
+
+// zero_step.c (exercise): everything after the backward passes of a step:
+// finish the buckets, the mean over the ranks, the global norm (reduced over
+// the shards), AdamW on this rank's shard, then (zero1/2) the weights
+// all-gathered. Returns the norm.
+double sharded_step(GPT *g, void *arg);
+
+// fsdp_unit.c (exercise): the use hook (UseHook). Stage 3: before a group's
+// weights are used, its unit is gathered (and the next one prefetched); units
+// no longer needed are freed. zero2/3: a bucket's gradient buffer is made
+// before backward writes into it.
+void fsdp_on_use(GPT *g, int group, int need, void *arg);
+void unit_gather_start(Sharded *s, int u);   // allocate, put this rank's block in, all-gather
+void unit_gather_wait(Sharded *s, int u);    // wait, then point the unit's groups at it
+void unit_free(Sharded *s, int u);
+
+// sharded.c: this rank's block of flat elements [lo, hi) (see plan_blocks) and the
+// sum of squares of the real (unpadded) elements of gshard.
+double sharded_sum_squares(const Sharded *s, const float *shard);

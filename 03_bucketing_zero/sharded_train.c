@@ -1,0 +1,176 @@
+// sharded_train.c — data-parallel training that overlaps and shards.
+//
+//   build/sharded_train --np 4 --strategy zero2 --preset small --steps 20
+//   build/sharded_train --np 2 --strategy ddp --bucket-mb 1 --trace runs/ddp    # timeline
+//   build/sharded_train --np 4 --strategy hsdp --shard-size 2
+//   mpirun -np 4 build/sharded_train --transport mpi --algo mpi --strategy zero3
+//
+// The loop is common/trainer.c; the strategy (sharded.c and its pieces) builds the
+// model states and does the step. Every rank prints one MEM line (its ledger's
+// peaks) and one BYTES line (what it sent in the last step), which the tests and
+// the benchmark read; --trace writes the last step's timeline (Chrome JSON and a
+// table for gnuplot) and prints how much communication hid behind compute.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "sharded.h"
+
+// ---------------------------------------------------------------- same configuration everywhere
+
+// Ranks started by hand (mpirun's `-np 1 prog --x 1 : -np 1 prog --x 2`, or
+// torchrun on machines with different scripts) can disagree, and then collectives
+// of different sizes meet and time out far from the cause. So every rank sends its
+// configuration, "flag=value" words, to rank 0, which names the first that differs.
+#define CONFIG_BYTES 1024
+
+static void check_same_config(Comm *c, const char *mine) {
+    const Group *w = comm_world(c);
+    char buf[CONFIG_BYTES] = {0}, verdict[CONFIG_BYTES] = {0};
+    snprintf(buf, sizeof buf, "%s", mine);
+    if (w->rank != 0) {
+        comm_send(c, w, 0, buf, sizeof buf);
+        comm_recv(c, w, 0, verdict, sizeof verdict);
+        CHECK(!verdict[0], "%s", verdict);
+        return;
+    }
+    for (int r = 1; r < w->size; r++) {
+        char theirs[CONFIG_BYTES];
+        comm_recv(c, w, r, theirs, sizeof theirs);
+        if (verdict[0] || strcmp(theirs, buf) == 0) continue;
+        // The first word that differs: "--bucket-mb=25" against "--bucket-mb=1".
+        char a[CONFIG_BYTES], b[CONFIG_BYTES], *sa, *sb;
+        snprintf(a, sizeof a, "%s", buf);
+        snprintf(b, sizeof b, "%s", theirs);
+        char *wa = strtok_r(a, " ", &sa), *wb = strtok_r(b, " ", &sb);
+        while (wa && wb && strcmp(wa, wb) == 0) wa = strtok_r(NULL, " ", &sa), wb = strtok_r(NULL, " ", &sb);
+        snprintf(verdict, sizeof verdict, "the ranks run different configurations: rank 0 has %s, "
+                 "rank %d has %s; every rank must be started with the same flags", wa ? wa : "(less)",
+                 r, wb ? wb : "(less)");
+    }
+    for (int r = 1; r < w->size; r++) comm_send(c, w, r, verdict, sizeof verdict);
+    CHECK(!verdict[0], "%s", verdict);
+}
+
+// While rank 0 measures the CPU's peak for MFU, the others wait here instead of
+// computing beside it.
+static void barrier(GPT *g, void *arg) {
+    (void)g;
+    Sharded *s = arg;
+    async_barrier(s->ac, s->world);
+}
+
+int main(int argc, char **argv) {
+    TrainArgs a;
+    train_args_default(&a);
+    int np = 1, no_overlap = 0, no_prefetch = 0, no_reshard = 0, unit_layers = 1, shard_size = 0;
+    int kill_rank = -1, kill_at = 0, stall_rank = -1, stall_at = 0;
+    double timeout = 60, bucket_mb = 25;
+    const char *strategy = "ddp", *algo = "ring", *transport = "shm", *trace = NULL;
+    Flag flags[TRAIN_MAX_FLAGS + 16];
+    int nf = train_flags(&a, flags);
+    Flag extra[] = {
+        F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
+        F_CHOICE("--strategy", &strategy, "ddp|zero1|zero2|zero3|fsdp|hsdp", "what is sharded "
+                 "(03_bucketing_zero/README.md)"),
+        F_CHOICE("--algo", &algo, "ring|naive|mpi", "the collectives (naive: member order, bit "
+                 "for bit stage 02's naive all-reduce; mpi: under mpirun)"),
+        F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
+        F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
+        F_DOUBLE("--bucket-mb", &bucket_mb, 0, 1e6, "gradient bucket size, MB (10^6 bytes); 0 = "
+                 "one bucket per layer group"),
+        F_BOOL("--no-overlap", &no_overlap, "no progress thread: collectives run when waited for "
+               "(ddp: one all-reduce after backward, as stage 02)"),
+        F_BOOL("--no-prefetch", &no_prefetch, "zero3/fsdp/hsdp: gather a unit only when it is used"),
+        F_BOOL("--no-reshard", &no_reshard, "zero3/fsdp/hsdp: keep units whole from forward to "
+               "backward"),
+        F_INT("--fsdp-unit-layers", &unit_layers, 1, 1 << 20, "fsdp/hsdp: layer groups per unit "
+              "(embeddings, blocks and ln_f are groups; L+2 = the whole model)"),
+        F_INT_SENTINEL("--shard-size", &shard_size, 1, COMM_MAX_RANKS, "0 = all ranks",
+                       "hsdp: ranks per shard group (must divide --np)"),
+        F_STRING("--trace", &trace, "write the last step's timeline to TRACE.json and TRACE.dat"),
+        F_INT_SENTINEL("--kill-rank", &kill_rank, 0, COMM_MAX_RANKS - 1, "-1 = none",
+                       "fault test: this rank dies (SIGKILL) ..."),
+        F_INT_SENTINEL("--kill-at", &kill_at, 1, 1 << 30, "0 = unset",
+                       "... when it starts world collective number N"),
+        F_INT_SENTINEL("--stall-rank", &stall_rank, 0, COMM_MAX_RANKS - 1, "-1 = none",
+                       "fault test: this rank stops responding ..."),
+        F_INT_SENTINEL("--stall-at", &stall_at, 1, 1 << 30, "0 = unset",
+                       "... when it starts world collective number N"),
+    };
+    for (int i = 0; i < FLAG_COUNT(extra); i++) flags[nf++] = extra[i];
+    flags_parse(flags, nf, argc, argv, "sharded_train [flags]",
+                "Data-parallel training with gradient buckets overlapped with backward, and "
+                "ZeRO-1/2/3, FSDP or HSDP sharding.");
+    GPTConfig cfg;
+    train_resolve(&a, &cfg);
+    ShardConfig sc = {.overlap = !no_overlap, .prefetch = !no_prefetch, .reshard = !no_reshard,
+                      .unit_layers = unit_layers, .shard_size = shard_size,
+                      .bucket_bytes = (size_t)llround(bucket_mb * 1e6)};
+    shard_kind_parse(strategy, &sc.kind);
+    algo_parse(algo, &sc.algo);
+    if (shard_size && sc.kind != SH_HSDP) flags_fail("--shard-size is for --strategy hsdp");
+    if (shard_size && np > 1 && np % shard_size)
+        flags_fail("--shard-size %d does not divide --np %d", shard_size, np);
+    if ((kill_rank >= 0) != (kill_at > 0)) flags_fail("--kill-rank and --kill-at go together");
+    if ((stall_rank >= 0) != (stall_at > 0)) flags_fail("--stall-rank and --stall-at go together");
+    Device dev;
+    device_parse(a.device, &dev);
+    CHECK(dev == DEV_CPU, "sharded_train runs on the CPU for now (--device cuda: see the lesson)");
+    CommConfig cc = {.np = np, .timeout_s = timeout};
+    transport_parse(transport, &cc.transport);
+    Comm *c = comm_launch(&cc);  // from here on, one rank of many
+
+    char conf[CONFIG_BYTES];
+    snprintf(conf, sizeof conf, "--np=%d --strategy=%s --algo=%s --bucket-mb=%g --overlap=%d "
+             "--prefetch=%d --reshard=%d --fsdp-unit-layers=%d --shard-size=%d --preset=%s "
+             "--layers=%d --width=%d --heads=%d --seq=%d --vocab=%d --batch=%d --grad-accum=%d "
+             "--steps=%d --lr=%g --grad-clip=%g --weight-decay=%g --seed=%llu --data=%s",
+             comm_size(c), strategy, algo, bucket_mb, sc.overlap, sc.prefetch, sc.reshard,
+             unit_layers, shard_size, a.preset, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.seq_len,
+             cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.grad_clip, a.weight_decay, a.seed, a.data);
+    check_same_config(c, conf);
+
+    Ctx ctx;
+    ctx_init(&ctx, dev, a.threads, a.device_mem);
+    ctx.rank = comm_rank(c);
+    ctx.world = comm_size(c);
+    Group *world = (Group *)comm_world(c);
+    Timeline tl;
+    timeline_init(&tl, trace != NULL);
+    if (kill_rank >= 0) comm_inject_kill(c, kill_rank, kill_at);
+    if (stall_rank >= 0) comm_inject_stall(c, stall_rank, stall_at);
+    Sharded *s = sharded_new(c, world, &sc, &tl);
+    char label[256];
+    sharded_describe(s, label, sizeof label);
+    TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
+                    .local_cores = comm_local_cores(c), .label = label, .strategy = &s->strategy,
+                    .sync_params = barrier, .arg = s};
+    train_run(&a, &ctx, &h);
+
+    unsigned long long sent = s->step_bytes;
+    sharded_free(s);  // the progress thread stops: the Comm is the main thread's again
+    const Ledger *L = &ctx.ledger;
+    printf("MEM rank=%d params=%zu grads=%zu optimizer=%zu activations=%zu comm=%zu workspace=%zu\n",
+           ctx.rank, L->peak[MEM_PARAMS], L->peak[MEM_GRADS], L->peak[MEM_OPTIMIZER],
+           L->peak[MEM_ACTIVATIONS], L->peak[MEM_COMM], L->peak[MEM_WORKSPACE]);
+    printf("BYTES rank=%d sent_per_step=%llu\n", ctx.rank, sent);
+    fflush(stdout);
+    if (trace) {
+        double comm_s, hidden_s;
+        timeline_overlap(&tl, &comm_s, &hidden_s);
+        char json[1024], dat[1024];
+        snprintf(json, sizeof json, "%s.json", trace);
+        snprintf(dat, sizeof dat, "%s.dat", trace);
+        int rc = timeline_write(&tl, c, world, json, dat);
+        printf("OVERLAP rank=%d comm_ms=%.3f hidden_ms=%.3f overlap=%.1f%%\n", ctx.rank,
+               comm_s * 1e3, hidden_s * 1e3, comm_s > 0 ? 100.0 * hidden_s / comm_s : 0.0);
+        if (ctx.rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
+        fflush(stdout);
+    }
+    timeline_free(&tl);
+    ctx_destroy(&ctx);
+    comm_finalize(c);
+    return 0;
+}

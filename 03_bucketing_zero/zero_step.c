@@ -1,0 +1,71 @@
+// zero_step.c — the optimizer step of every strategy, after the backward passes.
+//
+//   1. Finish the gradients: launch every bucket the hook did not (no overlap,
+//      or not the last micro-batch) and wait for all. DDP's buckets then hold the
+//      sum over ranks; ZeRO's reduce-scatter leaves each rank the sum of only its
+//      own block (in the flat buffer for ZeRO-1, in gshard beyond).
+//   2. The mean: divide by N. Each rank's loss is a mean over its own rows, so
+//      the gradient of the global batch is the mean of the ranks' (stage 02).
+//   3. The global norm, for clipping. A rank holds 1/N of the gradient, so its
+//      sum of squares is 1/N of the norm's square: the partial sums are added
+//      over the ranks (one fp64 all-reduce) before the square root. Clipping by
+//      the local shard's norm alone would scale each shard differently.
+//   4. AdamW on this rank's range(s) only: the optimizer state exists for them only.
+//   5. ZeRO-1 and ZeRO-2 keep the whole weights: each rank updated its shard, so
+//      the new weights are all-gathered over the partition's blocks. (Stage 3
+//      keeps only the shard: the next forward gathers what it uses.)
+#include <math.h>
+
+#include "check.h"
+#include "ops.h"
+#include "sharded.h"
+
+double sharded_step(GPT *g, void *arg) {
+    Sharded *s = arg;
+    Buckets *B = &s->buckets;
+    Ctx *ctx = g->ctx;
+    const ShardPlan *P = &s->plan;
+    ShardKind kind = s->cfg.kind;
+    float inv_n = 1.0f / (float)s->world->size;
+
+    // 1. Every bucket launched, in order, and finished.
+    for (int b = 0; b < B->n; b++)
+        if (!B->launched[b]) bucket_launch(s, b);
+    for (int b = 0; b < B->n; b++) bucket_retire(s, b);
+
+    if (kind == SH_DDP) {  // 2-4 as stage 02: the whole buffer, every rank
+        ctx->ops->scale(ctx, g->grads, inv_n, g->n_params);
+        double norm = grad_global_norm(g);
+        adamw_step(&s->opt[0], g, norm);
+        return norm;
+    }
+
+    // 2. The mean, over what this rank owns: range i of the optimizer starts at
+    // element at(i) of the shard buffers (ZeRO: one range, at 0; FSDP: one per unit).
+    float *grads = kind == SH_ZERO1 ? g->grads + s->opt[0].begin : s->gshard;
+    for (int i = 0; i < s->n_opt; i++)
+        ctx->ops->scale(ctx, grads + (P->per_unit ? P->unit_base[i] : 0), inv_n,
+                        s->opt[i].end - s->opt[i].begin);
+
+    // 3. The norm over every rank's shard: partial sums of squares, added up.
+    double sq = sharded_sum_squares(s, grads);
+    async_allreduce(s->ac, s->dp, &sq, 1, DT_F64, ALGO_NAIVE, "all-reduce norm");
+    double norm = sqrt(sq);
+
+    // 4. AdamW on this rank's ranges.
+    for (int i = 0; i < s->n_opt; i++) {
+        AdamW *o = &s->opt[i];
+        size_t at = P->per_unit ? P->unit_base[i] : 0;  // where range i starts in the shards
+        float *p = s->pshard ? s->pshard + at : g->params + o->begin;
+        adamw_step_at(o, g, p, grads + at, norm);
+    }
+
+    // 5. ZeRO-1/2: everyone's updated shards back into everyone's weights.
+    if (kind == SH_ZERO1 || kind == SH_ZERO2) {
+        Blocks blk;
+        plan_blocks(P, 0, g->n_params, &blk, NULL);
+        coll_wait(s->ac, all_gather_start(s->ac, s->dp, g->params, &blk, DT_F32, s->cfg.algo,
+                                          "all-gather weights"));
+    }
+    return norm;
+}
