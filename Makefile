@@ -69,7 +69,7 @@ else
 endif
 
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
-         test_gpu gpt_dump test_comm
+         test_gpu gpt_dump test_comm compare_params
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
 # Exercises. `EX=1` builds every stage against its exercise files: a stage source

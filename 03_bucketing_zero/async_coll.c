@@ -56,6 +56,7 @@ static CollTask *pop(AsyncComm *a) {
 static void *progress_thread(void *arg) {
     AsyncComm *a = arg;
     comm_bind_thread(a->c, 1);
+    comm_share_core(a->c, 1);
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->head && !a->stop) pthread_cond_wait(&a->work, &a->mu);
@@ -68,6 +69,7 @@ static void *progress_thread(void *arg) {
         pthread_cond_broadcast(&a->finished);
     }
     pthread_mutex_unlock(&a->mu);
+    comm_share_core(a->c, 0);
     comm_bind_thread(a->c, 0);
     return NULL;
 }

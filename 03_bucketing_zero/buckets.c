@@ -11,8 +11,15 @@
 // α-β model, and a synchronisation of all ranks), so tiny buckets cost more than
 // they hide. Why not one bucket: nothing would overlap. The sweep in
 // run_stage.sh measures the trade.
+//
+// ZeRO-2 and beyond keep no flat gradient buffer: a bucket's buffer is made when
+// backward first writes into it (grads_need) and freed when its reduce-scatter is
+// done (grad_reduce.c). At most MAX_IN_FLIGHT launched buckets are kept, so a
+// rank's gradient memory is its shard plus those and the ones being filled.
 #include "check.h"
 #include "sharded.h"
+
+#define MAX_IN_FLIGHT 2
 
 void buckets_assign(Sharded *s) {
     Buckets *B = &s->buckets;
@@ -51,4 +58,32 @@ void buckets_on_grad_ready(GPT *g, int group, void *arg) {
     // (The tied embedding's group 0 completes last of all: the LM head wrote the
     // first half of its gradient at the start of backward.)
     if (--B->pending[b] == 0 && s->armed) bucket_launch(s, b);
+}
+
+void grads_need(Sharded *s, int group) {
+    Buckets *B = &s->buckets;
+    int b = B->of_group[group];
+    // The tied wte: the LM head writes group 0's gradient first, the embedding adds
+    // the rest at the very end. The buffer made for the head must be the one the
+    // embedding adds into: made once, never cleared in between.
+    if (!sharded_grads(s) || B->buf[b]) return;
+    // Room first: retire what has finished, then the oldest until few are in flight.
+    int in_flight = 0;
+    // (Retiring is local work only: a copy and a free. It may happen at different
+    // moments on different ranks; starting a collective there could not.)
+    for (int q = 0; q < B->n; q++)
+        if (B->task[q] && coll_test(s->ac, B->task[q]) &&
+            (!B->replica[q] || coll_test(s->ac, B->replica[q])))
+            bucket_retire(s, q);
+    for (int q = 0; q < B->n; q++) in_flight += B->task[q] != NULL;
+    for (int q = 0; q < B->n && in_flight >= MAX_IN_FLIGHT; q++)
+        if (B->task[q]) {
+            bucket_retire(s, q);
+            in_flight--;
+        }
+    Ctx *ctx = s->g->ctx;
+    B->buf[b] = mem_alloc(ctx, MEM_COMM, (B->hi[b] - B->lo[b]) * sizeof(float));  // zeroed
+    for (int grp = 0; grp < s->plan.groups; grp++)
+        if (B->of_group[grp] == b)
+            s->g->ggrads[grp] = B->buf[b] + (s->g->group_offset[grp] - B->lo[b]);
 }

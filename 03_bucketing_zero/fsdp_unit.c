@@ -33,12 +33,7 @@ static int used_between(const Sharded *s, int v, int from, int to) {
     return 0;
 }
 
-void fsdp_on_use(GPT *g, int group, int need, void *arg) {
-    (void)g;
-    Sharded *s = arg;
-    int at = s->use_at++;
-    if (need & GPT_NEED_GRADS) grads_need(s, group);
-    if (!s->pshard) return;  // the weights are not sharded
+void fsdp_on_use(Sharded *s, int group, int need, int at) {
     const ShardPlan *P = &s->plan;
     int u = need & GPT_NEED_PARAMS ? P->unit_of[group] : -1;
     CHECK(at < s->n_use && s->use_seq[at] == u, "use %d of the micro-batch is group %d (unit %d), "

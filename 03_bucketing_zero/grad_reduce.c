@@ -1,19 +1,15 @@
-// grad_reduce.c — a bucket's collective, launched and retired; its buffer made.
+// grad_reduce.c — a bucket's collective, launched and retired.
 //
 // DDP and ZeRO-1 keep the flat gradient buffer: a bucket is a range of it,
 // all-reduced (DDP) or reduce-scattered (ZeRO-1) in place. ZeRO-2 and beyond keep
-// only their shard of the gradients: a bucket is a buffer of its own that exists
-// from the moment backward first writes into it until its reduce-scatter is done
-// and this rank's block has been added into the shard. At most MAX_IN_FLIGHT
-// launched buckets are kept: a rank's gradient memory is its shard plus those
-// (and the buckets backward is still filling).
+// only their shard of the gradients: a bucket is a buffer of its own (buckets.c
+// makes it when backward first writes into it), retired here once its
+// reduce-scatter is done: this rank's block added into the shard, the buffer freed.
 #include <stdio.h>
 
 #include "check.h"
 #include "ops.h"
 #include "sharded.h"
-
-#define MAX_IN_FLIGHT 2
 
 int sharded_grads(const Sharded *s) { return s->cfg.kind >= SH_ZERO2; }
 
@@ -52,6 +48,8 @@ void bucket_launch(Sharded *s, int b) {
 
 void bucket_retire(Sharded *s, int b) {
     Buckets *B = &s->buckets;
+    CHECK(B->launched[b] || !B->buf[b], "bucket %d retired before it was launched: its gradients "
+          "(%d of its %d groups still pending) would be lost", b, B->pending[b], B->groups[b]);
     if (B->task[b]) {
         coll_wait(s->ac, B->task[b]);
         B->task[b] = NULL;
@@ -82,29 +80,4 @@ void bucket_retire(Sharded *s, int b) {
     B->buf[b] = NULL;
     for (int grp = 0; grp < s->plan.groups; grp++)
         if (B->of_group[grp] == b) s->g->ggrads[grp] = NULL;
-}
-
-void grads_need(Sharded *s, int group) {
-    Buckets *B = &s->buckets;
-    int b = B->of_group[group];
-    if (!sharded_grads(s) || B->buf[b]) return;
-    // Room first: retire what has finished, then the oldest until few are in flight.
-    int in_flight = 0;
-    // (Retiring is local work only: a copy and a free. It may happen at different
-    // moments on different ranks; starting a collective there could not.)
-    for (int q = 0; q < B->n; q++)
-        if (B->task[q] && coll_test(s->ac, B->task[q]) &&
-            (!B->replica[q] || coll_test(s->ac, B->replica[q])))
-            bucket_retire(s, q);
-    for (int q = 0; q < B->n; q++) in_flight += B->task[q] != NULL;
-    for (int q = 0; q < B->n && in_flight >= MAX_IN_FLIGHT; q++)
-        if (B->task[q]) {
-            bucket_retire(s, q);
-            in_flight--;
-        }
-    Ctx *ctx = s->g->ctx;
-    B->buf[b] = mem_alloc(ctx, MEM_COMM, (B->hi[b] - B->lo[b]) * sizeof(float));  // zeroed
-    for (int grp = 0; grp < s->plan.groups; grp++)
-        if (B->of_group[grp] == b)
-            s->g->ggrads[grp] = B->buf[b] + (s->g->group_offset[grp] - B->lo[b]);
 }

@@ -45,9 +45,12 @@ static void compute_span_begin(Sharded *s, const char *what, int group) {
 }
 
 static void on_use(GPT *g, int group, int need, void *arg) {
+    (void)g;
     Sharded *s = arg;
     compute_span_end(s);
-    fsdp_on_use(g, group, need, arg);
+    int at = s->use_at++;
+    if (need & GPT_NEED_GRADS) grads_need(s, group);
+    if (s->pshard) fsdp_on_use(s, group, need, at);  // stage 3: the weights too
     compute_span_begin(s, need & GPT_NEED_GRADS ? "backward" : "forward", group);
 }
 
@@ -197,7 +200,18 @@ static double step(GPT *g, void *arg) {
     for (int u = 0; u < s->plan.n_units; u++)
         CHECK(s->unit_state[u] == UNIT_FREE, "unit %d is still gathered after the backward pass "
               "(it must be freed after its last use)", u);
-    double norm = sharded_step(g, arg);
+    double norm;
+    if (s->cfg.kind == SH_DDP) {  // stage 02's step, the buckets finished first
+        Buckets *B = &s->buckets;
+        for (int b = 0; b < B->n; b++)
+            if (!B->launched[b]) bucket_launch(s, b);
+        for (int b = 0; b < B->n; b++) bucket_retire(s, b);
+        g->ctx->ops->scale(g->ctx, g->grads, 1.0f / (float)s->world->size, g->n_params);
+        norm = grad_global_norm(g);
+        adamw_step(&s->opt[0], g, norm);
+    } else {
+        norm = sharded_step(s);
+    }
     s->step_bytes = bytes_sent(s->c) - s->base_bytes;
     return norm;
 }

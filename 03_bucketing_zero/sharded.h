@@ -131,33 +131,33 @@ void sharded_describe(const Sharded *s, char *buf, size_t n);
 
 // ---------------------------------------------------------------- the pieces
 
-// buckets.c (exercise): assign the groups to buckets, in backward order
+// buckets.c (exercise, part 1): assign the groups to buckets, in backward order
 // (L+1 first), each at most cfg.bucket_bytes (0: one group each; a group larger
-// than the cap is a bucket alone).
+// than the cap is a bucket alone; fsdp/hsdp: a bucket per unit).
 void buckets_assign(Sharded *s);
-// The gradient hook (GradHook): `group`'s gradients are complete.
+// The gradient hook (GradHook): `group`'s gradients are complete; a bucket whose
+// groups are all complete is launched (when armed).
 void buckets_on_grad_ready(GPT *g, int group, void *arg);
+// Before backward writes `group`'s gradients: zero2/3, fsdp, hsdp make its
+// bucket's buffer if it has none yet (and retire finished buckets to make room).
+void grads_need(Sharded *s, int group);
 // grad_reduce.c: starts bucket b's collective (ddp all-reduces it in place, the
 // others reduce-scatter it over the partition's blocks); waits for it, and
-// (zero2/3, fsdp, hsdp) adds this rank's block into gshard and frees the bucket;
-// makes a bucket's buffer before backward writes into it (those strategies have
-// no flat gradient buffer), keeping few buckets in flight.
+// (zero2/3, fsdp, hsdp) adds this rank's block into gshard and frees the bucket.
 void bucket_launch(Sharded *s, int b);
 void bucket_retire(Sharded *s, int b);
-void grads_need(Sharded *s, int group);
 int sharded_grads(const Sharded *s);    // 1: gradients live in gshard + buckets
 
-// zero_step.c (exercise): everything after the backward passes of a step:
-// finish the buckets, the mean over the ranks, the global norm (reduced over
-// the shards), AdamW on this rank's shard, then (zero1/2) the weights
-// all-gathered. Returns the norm.
-double sharded_step(GPT *g, void *arg);
+// zero_step.c (exercise, part 2): everything after the backward passes of a
+// ZeRO/FSDP step: finish the buckets, the mean over the ranks, the global norm
+// (reduced over the shards), AdamW on this rank's ranges, then (zero1/2) the
+// weights all-gathered. Returns the norm. (DDP's step is stage 02's: sharded.c.)
+double sharded_step(Sharded *s);
 
-// fsdp_unit.c (exercise): the use hook (UseHook). Stage 3: before a group's
-// weights are used, its unit is gathered (and the next one prefetched); units
-// no longer needed are freed. zero2/3: a bucket's gradient buffer is made
-// before backward writes into it.
-void fsdp_on_use(GPT *g, int group, int need, void *arg);
+// fsdp_unit.c (exercise, part 3): stage 3's weights. Called at the model's use
+// number `at` of the micro-batch (use_seq): units no longer needed are freed,
+// this group's unit gathered (need & GPT_NEED_PARAMS), the next one prefetched.
+void fsdp_on_use(Sharded *s, int group, int need, int at);
 void unit_gather_start(Sharded *s, int u);   // allocate, put this rank's block in, all-gather
 void unit_gather_wait(Sharded *s, int u);    // wait, then point the unit's groups at it
 void unit_free(Sharded *s, int u);

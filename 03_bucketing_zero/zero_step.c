@@ -1,9 +1,10 @@
-// zero_step.c — the optimizer step of every strategy, after the backward passes.
+// zero_step.c — the optimizer step of ZeRO-1/2/3, FSDP and HSDP, after the
+// backward passes.
 //
 //   1. Finish the gradients: launch every bucket the hook did not (no overlap,
-//      or not the last micro-batch) and wait for all. DDP's buckets then hold the
-//      sum over ranks; ZeRO's reduce-scatter leaves each rank the sum of only its
-//      own block (in the flat buffer for ZeRO-1, in gshard beyond).
+//      or not the last micro-batch) and wait for all. The reduce-scatters leave
+//      each rank the sum of only its own blocks (in the flat buffer for ZeRO-1, in
+//      gshard beyond: bucket_retire added them there).
 //   2. The mean: divide by N. Each rank's loss is a mean over its own rows, so
 //      the gradient of the global batch is the mean of the ranks' (stage 02).
 //   3. The global norm, for clipping. A rank holds 1/N of the gradient, so its
@@ -20,8 +21,8 @@
 #include "ops.h"
 #include "sharded.h"
 
-double sharded_step(GPT *g, void *arg) {
-    Sharded *s = arg;
+double sharded_step(Sharded *s) {
+    GPT *g = s->g;
     Buckets *B = &s->buckets;
     Ctx *ctx = g->ctx;
     const ShardPlan *P = &s->plan;
@@ -32,13 +33,6 @@ double sharded_step(GPT *g, void *arg) {
     for (int b = 0; b < B->n; b++)
         if (!B->launched[b]) bucket_launch(s, b);
     for (int b = 0; b < B->n; b++) bucket_retire(s, b);
-
-    if (kind == SH_DDP) {  // 2-4 as stage 02: the whole buffer, every rank
-        ctx->ops->scale(ctx, g->grads, inv_n, g->n_params);
-        double norm = grad_global_norm(g);
-        adamw_step(&s->opt[0], g, norm);
-        return norm;
-    }
 
     // 2. The mean, over what this rank owns: range i of the optimizer starts at
     // element at(i) of the shard buffers (ZeRO: one range, at 0; FSDP: one per unit).

@@ -307,6 +307,8 @@ void comm_mesh(Comm *c, int dp, int tp, int pp, Group *dp_g, Group *tp_g, Group 
 
 // ---------------------------------------------------------------- collectives
 
+void comm_share_core(Comm *c, int share) { c->share_core = share; }
+
 void comm_bind_thread(Comm *c, int bind) {
     c->bound = bind;
     c->owner = pthread_self();
@@ -413,7 +415,10 @@ void comm_wait(Comm *c, CommRequest **reqs, int n) {
         // Nothing moved. Spin briefly (the peer is usually mid-copy), then yield
         // the core (ranks may outnumber cores), and after a long silence sleep.
         double idle = now - last_moved;
-        if (idle > 10e-3) {
+        if (c->share_core) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        } else if (idle > 10e-3) {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
         } else if (idle >= c->spin_s) {

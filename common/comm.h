@@ -144,6 +144,11 @@ void reduce_sum_into(void *dst, const void *src, size_t n, DType dt);
 // while it is bound, a message posted from any other thread is a bug (two threads
 // would interleave their collectives) and ends the run saying so.
 void comm_bind_thread(Comm *c, int bind);
+// A progress thread shares its rank's core with a thread that computes. A wait
+// that finds nothing to do then sleeps (20 µs at a time) instead of spinning or
+// yielding: a thread that is always runnable gets half of the core from Linux's
+// fair scheduler, which is half of the compute it was meant to hide behind.
+void comm_share_core(Comm *c, int share);
 
 // Fault injection for tests: the rank `rank` kills itself (SIGKILL) when it
 // starts collective number `seq` on the world group. -1 disables.

@@ -56,6 +56,7 @@ struct Comm {
     Transport transport;
     double timeout_s;
     double spin_s;         // a wait with nothing moving spins this long, then yields the core
+    int share_core;        // comm_share_core: idle waits sleep at once
     size_t channel_bytes;  // see comm_channel_bytes (set by the transport)
     int bound;             // comm_bind_thread: only `owner` may post messages
     pthread_t owner;

@@ -21,7 +21,7 @@
 #   3   stage 02's --device cuda DDP against the CPU: N ranks x batch 2 on the
 #       GPU end with the weights of one CPU process with batch 2N, within 1e-5
 #       (tests/stage02.sh's ddp_equivalence tolerance, ||a-b||/||b|| as
-#       tests/compare_params.py)
+#       tests/compare_params)
 #   4   compute-sanitizer memcheck, racecheck, synccheck over test_gpu --quick,
 #       memcheck over test_gpu_comm --np 2
 #   5a  the GPU suite built with ASan+UBSan as `make sanitize` builds it
@@ -107,26 +107,9 @@ item_2() {
     [ "$fail" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$pass" -gt 0 ]
 }
 
-# ||a - b|| / ||b|| of the "params" tensors of two --save-params files; the
-# standard library only (the GPU machine may lack numpy and torch).
-rel_err() {
-    python3 - "$1" "$2" <<'EOF'
-import array, json, math, struct, sys
-def load(path):
-    blob = open(path, "rb").read()
-    n = struct.unpack("<Q", blob[:8])[0]
-    info = json.loads(blob[8:8 + n])["params"]
-    assert info["dtype"] == "F32", info["dtype"]
-    a = array.array("f")
-    b, e = info["data_offsets"]
-    a.frombytes(blob[8 + n + b:8 + n + e])
-    return a
-x, y = load(sys.argv[1]), load(sys.argv[2])
-if len(x) != len(y): print("inf"); sys.exit()
-d = math.sqrt(sum((p - q) * (p - q) for p, q in zip(x, y)))
-print(f"{d / math.sqrt(sum(q * q for q in y)):.3e}")
-EOF
-}
+# ||a - b|| / ||b|| of the "params" tensors of two --save-params files
+# (build/tests/compare_params prints it in its PASS/FAIL line).
+rel_err() { "$B/tests/compare_params" "$1" "$2" 1 x | sed -n 's/.*rel_err \([^ ]*\).*/\1/p'; }
 
 item_3() {
     gpu_gate

@@ -150,6 +150,10 @@ for i in "${!names[@]}"; do
             echo "    test $r ended abnormally: ${abnormal[$r]}; its last lines:"
             printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 6 |
                 cut -c1-600 | sed 's/^/        /'
+        elif printf '%s' "${tail_of[$r]:-}" | grep -q -v -E '^(PASS|FAIL|PLAN) |^$'; then
+            echo "    test $r said:"
+            printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 4 |
+                cut -c1-400 | sed 's/^/        /'
         fi
         [ -n "${rerun[$r]:-}" ] && echo "    rerun alone: ${rerun[$r]}"
     done

@@ -28,11 +28,10 @@ trap 'rm -rf "$log"' EXIT
 # The command that reruns test NAME alone, from the repository root.
 rerun_command() {  # rerun_command NAME COMMAND...
     local name=$1; shift
-    if declare -F "$1" >/dev/null; then
-        echo "BUILD=$BUILD ONLY=$name bash tests/run.sh $suite"
-    else
-        printf '%q ' "$@" | sed 's/ $//'
-    fi
+    case "$1" in
+        "$BUILD"/*) printf '%q ' "$@" | sed 's/ $//' ;;           # a program: run it yourself
+        *) echo "BUILD=$BUILD ONLY=$name bash tests/run.sh $suite" ;;  # a function, a wrapper
+    esac
 }
 
 run() {  # run NAME COMMAND...

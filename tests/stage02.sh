@@ -58,8 +58,7 @@ ddp_equivalence() {
     elif ! "${ddp[@]}" >"$dir/ddp.log" 2>&1; then
         echo "FAIL $name  the DDP run failed: ${ddp[*]}"; tail -n 5 "$dir/ddp.log"
     else
-        /usr/bin/python3 tests/compare_params.py "$dir/ddp.safetensors" "$dir/one.safetensors" \
-            1e-5 "$name"
+        "$BUILD/tests/compare_params" "$dir/ddp.safetensors" "$dir/one.safetensors" 1e-5 "$name"
     fi
     rm -rf "$dir"
 }

@@ -147,6 +147,7 @@ static void test_buckets(TestState *ts) {
                     snprintf(why, sizeof why, "fsdp: group %d's bucket is not its unit", grp);
             char name[64];
             if (fsdp) snprintf(name, sizeof name, "buckets.assign.fsdp_units");
+            else if (caps[k] == ((size_t)1 << 40)) snprintf(name, sizeof name, "buckets.assign.cap_huge");
             else snprintf(name, sizeof name, "buckets.assign.cap_%zu", caps[k]);
             test_report(ts, !why[0], name, "%d buckets for %d groups%s%s", B->n, G, why[0] ? ": " : "", why);
             plan_free(&s.plan);

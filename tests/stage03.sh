@@ -1,0 +1,165 @@
+# tests/stage03.sh — stage 03's suite, sourced by tests/run.sh (which defines
+# `run NAME COMMAND...`, $BUILD and $log). 03_bucketing_zero/exercises/parts.txt
+# grades the checks named buckets.*, sharded.equiv.* and sharded.memory.*.
+#
+# The model: L=2 C=49 NH=7 T=12 V=97, Ψ = 64,337 parameters, which no world size
+# from 2 to 5 divides, so every shard is padded. 5 AdamW steps; the gradient norm
+# is above the clipping threshold (1.0) at every step, so clipping is active.
+S3_MODEL=(--layers 2 --width 49 --heads 7 --seq 12 --vocab 97)
+# (--peak-tflops: MFU against a given peak, so that no run spends 0.3 s measuring one.)
+S3_TRAIN=(--steps 5 --lr 1e-3 --log-every 1 --warmup 0 --timeout 20 --peak-tflops 1)
+export S3_DIR="$log/stage03"      # references and logs, shared by the checks below
+mkdir -p "$S3_DIR"
+export S3_MODEL_STR="${S3_MODEL[*]}" S3_TRAIN_STR="${S3_TRAIN[*]}"  # arrays do not export
+
+# The pieces: partitions, bucket assignment, collectives over blocks, async.
+for n in 1 2 3 5; do run "sharded-pieces-np$n" "$BUILD/tests/test_sharded" --np "$n" --timeout 20; done
+
+# Stage 02's DDP with the naive all-reduce (sums in rank order): the reference.
+s3_reference() {  # s3_reference N ACCUM -> path of the weights
+    local n=$1 accum=$2 f="$S3_DIR/ref-np$1-accum$2" model=($S3_MODEL_STR) train=($S3_TRAIN_STR)
+    if [ ! -f "$f.safetensors" ]; then
+        "$BUILD/ddp_train" --np "$n" --algo naive "${model[@]}" "${train[@]}" \
+            --batch $((2 / accum)) --grad-accum "$accum" --save-params "$f.safetensors" \
+            >"$f.log" 2>&1 || { echo "the reference run failed:" >&2; tail -n 5 "$f.log" >&2; }
+    fi
+    echo "$f.safetensors"
+}
+export -f s3_reference
+
+# One training run, several checks: the weights against stage 02's DDP (TOL 0 =
+# bit for bit; the naive sums are in rank order, like the reference's), and with
+# MEMORY=1 the ledger against the stage-01 calculator, with BYTES=1 the traffic
+# against the formula (tests/sharded_check.py says both).
+s3_case() {  # s3_case VARIANT TOL N ACCUM ALGO STRATEGY [FLAGS...]
+    local variant=$1 tol=$2 n=$3 accum=$4 algo=$5 strategy=$6; shift 6
+    local name="sharded.equiv.$strategy${variant:+.$variant}.$algo.np$n"
+    local model=($S3_MODEL_STR) train=($S3_TRAIN_STR) k=1 shard=0 zero=0 f
+    echo "PLAN $name"
+    [ "${MEMORY:-0}" = 1 ] && echo "PLAN sharded.memory.$strategy.np$n"
+    [ "${BYTES:-0}" = 1 ] && echo "PLAN sharded.bytes.$strategy.np$n"
+    local ref; ref=$(s3_reference "$n" "$accum")
+    f="$S3_DIR/$name"
+    local cmd=("$BUILD/sharded_train" --np "$n" --strategy "$strategy" --algo "$algo" "${model[@]}"
+               "${train[@]}" --batch $((2 / accum)) --grad-accum "$accum" "$@")
+    if ! "${cmd[@]}" --save-params "$f.safetensors" >"$f.log" 2>&1; then
+        echo "FAIL $name  the run failed: $(grep -m1 -E 'error|killed' "$f.log" | cut -c1-300)"
+        echo "  the run: ${cmd[*]}"
+        tail -n 6 "$f.log"
+        return
+    fi
+    "$BUILD/tests/compare_params" "$f.safetensors" "$ref" "$tol" "$name"
+    if ! grep -q 'norm' "$f.log" || grep -o 'norm [0-9.]*' "$f.log" | awk '$2 <= 1.0 {bad = 1} END {exit !bad}'; then
+        echo "FAIL $name.clipping  the gradient norm fell to the clipping threshold: clipping was not active at every step"
+    fi
+    for a in "$@"; do case "$a" in --fsdp-unit-layers) k=next ;; --shard-size) shard=next ;; *)
+        [ "$k" = next ] && k=$a; [ "$shard" = next ] && shard=$a ;; esac; done
+    case "$strategy" in zero1) zero=1 ;; zero2) zero=2 ;; zero3) zero=3 ;; esac
+    if [ "${MEMORY:-0}" = 1 ]; then
+        "$BUILD/memcalc" "${model[@]/--width/--hidden}" --recipe course --micro-batch $((2 / accum)) \
+            --zero "$zero" --dp "$n" --json >"$f.calc.json"
+        /usr/bin/python3 tests/sharded_check.py memory "$f.log" "sharded.memory.$strategy.np$n" \
+            "$strategy" "$n" "$k" "$shard" "$f.calc.json" 2 49 97 12
+    fi
+    if [ "${BYTES:-0}" = 1 ]; then
+        /usr/bin/python3 tests/sharded_check.py bytes "$f.log" "sharded.bytes.$strategy.np$n" \
+            "$strategy" "$n" "$k" "$shard" 2 49 97 12
+    fi
+}
+
+export -f s3_case  # run through `env ... bash -c`, which sets MEMORY / BYTES for it
+
+# Every strategy at 1-5 ranks, naive: bit for bit stage 02's DDP; memory exact.
+for n in 1 2 3 4 5; do
+    for st in ddp zero1 zero2 zero3 fsdp; do
+        run "sharded-$st-np$n" env MEMORY=1 bash -c 's3_case "" 0 "$@"' _ "$n" 1 naive "$st"
+    done
+done
+# HSDP: shards inside groups, replicas across them (the sums then group by shard
+# group first: not the reference's order, so within 1e-6; one group = FSDP, bitwise).
+run sharded-hsdp-np2 env MEMORY=1 bash -c 's3_case shard1 1e-6 2 1 naive hsdp --shard-size 1'
+run sharded-hsdp-np4 env MEMORY=1 bash -c 's3_case shard2 1e-6 4 1 naive hsdp --shard-size 2'
+run sharded-hsdp-np5 env MEMORY=1 bash -c 's3_case shard5 0 5 1 naive hsdp --shard-size 5'
+# The ring: another summation order, so within 1e-5 (fp32, the ring's order against
+# the reference's; stage 02's DDP meets the same tolerance); the bytes per step.
+for n in 3 4; do
+    for st in ddp zero1 zero2 zero3 fsdp; do
+        run "sharded-$st-ring-np$n" env BYTES=1 bash -c 's3_case "" 1e-5 "$@"' _ "$n" 1 ring "$st"
+    done
+done
+run sharded-hsdp-ring-np4 env BYTES=1 bash -c 's3_case shard2 1e-5 4 1 ring hsdp --shard-size 2'
+# The switches, bit for bit at 3 ranks.
+run sharded-ddp-bucket0 bash -c 's3_case bucket0 0 3 1 naive ddp --bucket-mb 0'
+run sharded-ddp-bucket005 bash -c 's3_case bucket005 0 3 1 naive ddp --bucket-mb 0.05'
+run sharded-ddp-nooverlap bash -c 's3_case nooverlap 0 3 1 naive ddp --no-overlap'
+run sharded-zero2-bucket0 bash -c 's3_case bucket0 0 3 1 naive zero2 --bucket-mb 0'
+run sharded-zero2-nooverlap bash -c 's3_case nooverlap 0 3 1 naive zero2 --no-overlap --bucket-mb 0'
+run sharded-zero3-noprefetch bash -c 's3_case noprefetch 0 3 1 naive zero3 --no-prefetch'
+run sharded-zero3-noreshard bash -c 's3_case noreshard 0 3 1 naive zero3 --no-reshard'
+run sharded-fsdp-units2 bash -c 's3_case units2 0 3 1 naive fsdp --fsdp-unit-layers 2'
+run sharded-fsdp-unitsall bash -c 's3_case unitsall 0 3 1 naive fsdp --fsdp-unit-layers 4'
+run sharded-fsdp-noreshard bash -c 's3_case noreshard 0 3 1 naive fsdp --no-reshard --no-prefetch'
+# Gradient accumulation (2 micro-batches of 1): DDP and ZeRO-1 reduce once, after the
+# last, as the reference does: bit for bit. ZeRO-2 and beyond reduce-scatter each
+# micro-batch into their shard: the sum over ranks of each micro-batch, then over
+# micro-batches, is the reference's two sums in the other order: within 1e-6.
+for st in ddp zero1; do
+    run "sharded-$st-accum2" bash -c 's3_case accum2 0 3 2 naive "$1" --bucket-mb 0' _ "$st"
+done
+for st in zero2 zero3 fsdp; do
+    run "sharded-$st-accum2" bash -c 's3_case accum2 1e-6 3 2 naive "$1" --bucket-mb 0' _ "$st"
+done
+
+# Faults in the middle of an overlapped step: the stage-02 diagnostics, no hang.
+s3_fault() {  # s3_fault NAME PATTERN FLAGS...
+    local name=$1 pattern=$2 out start elapsed rc; shift 2
+    out=$(mktemp); start=$(date +%s)
+    "$BUILD/sharded_train" --steps 4 --log-every 100 --warmup 0 --preset tiny --peak-tflops 1 \
+        "$@" >"$out" 2>&1
+    rc=$?; elapsed=$(( $(date +%s) - start ))
+    if [ "$rc" -ne 0 ] && [ "$elapsed" -le 25 ] && grep -q "$pattern" "$out"; then
+        echo "PASS sharded.fault.$name  exit $rc after ${elapsed}s: $(grep -m1 "$pattern" "$out" | cut -c1-220)"
+    else
+        echo "FAIL sharded.fault.$name  exit $rc after ${elapsed}s; output: $(tail -n 4 "$out")"
+    fi
+    rm -f "$out"
+}
+run sharded-fault-kill s3_fault killed_mid_bucket "rank 1 (pid [0-9]*) was killed by signal 9" \
+    --np 3 --strategy ddp --bucket-mb 0 --kill-rank 1 --kill-at 7 --timeout 5
+run sharded-fault-kill-peer s3_fault peer_names_the_collective "all-reduce #7 on group world" \
+    --np 3 --strategy ddp --bucket-mb 0 --kill-rank 1 --kill-at 7 --timeout 5
+run sharded-fault-stall s3_fault hung_rank_times_out "timeout after 2.0 s in all-gather" \
+    --np 3 --strategy zero3 --stall-rank 2 --stall-at 12 --timeout 2
+
+# Every rank must run the same configuration: a rank started with other flags is named.
+if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then
+    s3_mismatch() {
+        local out; out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun --oversubscribe -np 1 "$BUILD/sharded_train" --transport mpi --preset tiny \
+            --steps 1 --peak-tflops 1 --bucket-mb 25 : -np 1 "$BUILD/sharded_train" \
+            --transport mpi --preset tiny --steps 1 --peak-tflops 1 --bucket-mb 1 2>&1)
+        if echo "$out" | grep -q "rank 0 has --bucket-mb=25, rank 1 has --bucket-mb=1"; then
+            echo "PASS sharded.config_mismatch_named  $(echo "$out" | grep -m1 'different configurations' | cut -c1-200)"
+        else
+            echo "FAIL sharded.config_mismatch_named  output: $(echo "$out" | tail -n 3)"
+        fi
+    }
+    run sharded-config-mismatch s3_mismatch
+fi
+
+# The timeline: Chrome trace JSON with the three lanes, from an overlapped step.
+s3_trace() {
+    local p="$S3_DIR/trace"
+    "$BUILD/sharded_train" --np 2 --strategy zero3 --preset tiny --steps 2 --bucket-mb 0 \
+        --peak-tflops 1 --trace "$p" --log-every 100 >"$p.log" 2>&1 || { echo "FAIL sharded.timeline  the run failed"; tail -n 5 "$p.log"; return; }
+    /usr/bin/python3 - "$p.json" "$p.dat" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in ev if e.get("ph") == "X"]
+lanes = {(e["pid"], e["tid"]) for e in spans}
+rows = [l for l in open(sys.argv[2]) if not l.startswith("#")]
+ok = {(r, t) for r in (0, 1) for t in (0, 1)} <= lanes and len(rows) == len(spans) and all(e["dur"] >= 0 for e in spans)
+print(f"{'PASS' if ok else 'FAIL'} sharded.timeline.chrome_json  {len(spans)} spans on lanes {sorted(lanes)}; table rows {len(rows)}")
+PY
+}
+run sharded-timeline s3_trace
