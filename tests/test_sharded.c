@@ -315,6 +315,7 @@ int main(int argc, char **argv) {
         test_report(&ts, rc == 1 && strstr(out, "does not own this rank's Comm"),
                     "async.refuses_a_second_thread", "exit %d: %.200s", rc, out);
     }
-    comm_finalize(c);
-    return world->rank == 0 ? test_finish(&ts) : 0;
+    int rank = world->rank;
+    comm_finalize(c);  // world lives inside c
+    return rank == 0 ? test_finish(&ts) : 0;
 }
