@@ -19,9 +19,13 @@ struct CollTask {
     DType dt;
     Algo algo;
     char label[40];
+    GpuComm *gpu;        // device memory: the group's GpuComm, and the compute
+    void *ready;         // stream's event at start (the data are ready after it)
     int done;            // under a->mu
     CollTask *next;      // the queue
 };
+
+#define MAX_GPU_GROUPS 4
 
 struct AsyncComm {
     Comm *c;
@@ -31,13 +35,35 @@ struct AsyncComm {
     pthread_mutex_t mu;
     pthread_cond_t work, finished;
     CollTask *head, *tail;   // started, not yet run
+    struct { const Group *g; GpuComm *gc; } gpu[MAX_GPU_GROUPS];
+    Ctx *ctx;                // the GPU's context, when there is one
 };
+
+static void run_gpu(CollTask *t) {
+    gpu_comm_after(t->gpu, t->ready);  // the communication stream waits for the data
+    const Blocks *b = &t->blocks;
+    switch (t->kind) {
+        case TASK_ALLREDUCE: gpu_allreduce(t->gpu, t->buf, t->count, t->dt); break;
+        case TASK_REDUCE_SCATTER:
+            gpu_reduce_scatter_v(t->gpu, t->buf, b->count, b->lo, b->hi, t->dt);
+            break;
+        case TASK_ALL_GATHER: gpu_all_gather_v(t->gpu, t->buf, b->count, b->lo, b->hi, t->dt); break;
+        case TASK_BARRIER: DIE("a barrier has no device memory");
+    }
+}
 
 static void run(AsyncComm *a, CollTask *t) {
     double t0 = now_seconds();
+    if (t->gpu) {
+        run_gpu(t);
+        timeline_span(a->tl, TL_COMM, t->label, t0, now_seconds());
+        return;
+    }
     switch (t->kind) {
         case TASK_ALLREDUCE: allreduce(a->c, t->g, t->buf, t->count, t->dt, t->algo); break;
-        case TASK_REDUCE_SCATTER: reduce_scatter_v(a->c, t->g, t->buf, &t->blocks, t->dt, t->algo); break;
+        case TASK_REDUCE_SCATTER:
+            reduce_scatter_v(a->c, t->g, t->buf, &t->blocks, t->dt, t->algo);
+            break;
         case TASK_ALL_GATHER: all_gather_v(a->c, t->g, t->buf, &t->blocks, t->dt, t->algo); break;
         case TASK_BARRIER: comm_barrier(a->c, t->g); break;
     }
@@ -92,8 +118,24 @@ AsyncComm *async_comm_new(Comm *c, Timeline *tl, int threaded) {
 
 int async_comm_threaded(const AsyncComm *a) { return a->threaded; }
 
+void async_comm_use_gpu(AsyncComm *a, const Group *g, GpuComm *gc, Ctx *ctx) {
+    int i = 0;
+    while (i < MAX_GPU_GROUPS && a->gpu[i].g && a->gpu[i].g != g) i++;
+    CHECK(i < MAX_GPU_GROUPS, "more than %d groups with GPU collectives", MAX_GPU_GROUPS);
+    a->gpu[i].g = g;
+    a->gpu[i].gc = gc;
+    a->ctx = ctx;
+}
+
 static CollTask *start(AsyncComm *a, CollTask *t) {
     t->next = NULL;
+    // Device memory on a group with a GpuComm: mark where on the compute stream its
+    // data are ready. (Recorded here, by the thread that queued the kernels.)
+    for (int i = 0; i < MAX_GPU_GROUPS && a->gpu[i].g && t->buf; i++)
+        if (a->gpu[i].g == t->g && gpu_is_device_pointer(t->buf)) {
+            t->gpu = a->gpu[i].gc;
+            t->ready = gpu_event_after_compute(a->ctx);
+        }
     pthread_mutex_lock(&a->mu);
     if (a->tail) a->tail->next = t;
     else a->head = t;

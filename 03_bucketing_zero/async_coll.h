@@ -20,8 +20,15 @@
 //
 // Each collective is recorded on the timeline (lane COMM, by the progress
 // thread) and each wait that blocked (lane WAIT, by the caller).
+//
+// On a GPU (async_comm_use_gpu) a collective on device memory goes to the group's
+// GpuComm (NCCL, or the CUDA IPC ring) on a communication stream of its own: at
+// *_start the compute thread records an event on the compute stream (the data
+// are ready when the kernels queued so far have run), and the communication
+// stream waits for that event, not for the host; the compute stream runs on.
 #pragma once
 #include "collectives_v.h"
+#include "comm_cuda.h"
 #include "timeline.h"
 
 typedef struct AsyncComm AsyncComm;
@@ -31,6 +38,9 @@ AsyncComm *async_comm_new(Comm *c, Timeline *tl, int threaded);
 // Waits for everything started, stops the thread and gives the Comm back.
 void async_comm_free(AsyncComm *a);
 int async_comm_threaded(const AsyncComm *a);
+// Collectives on g over device memory use gc (created by the caller, on ctx's
+// GPU, before this AsyncComm's thread took the Comm; freed after async_comm_free).
+void async_comm_use_gpu(AsyncComm *a, const Group *g, GpuComm *gc, Ctx *ctx);
 
 // `label` names the span on the timeline ("bucket 3"). The buffer must stay
 // untouched until the wait returns; the Blocks are copied.

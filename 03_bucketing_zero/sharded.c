@@ -261,7 +261,7 @@ static void destroy(GPT *g, void *arg) {
 
 // ---------------------------------------------------------------- the object
 
-Sharded *sharded_new(Comm *c, Group *world, const ShardConfig *cfg, Timeline *tl) {
+Sharded *sharded_new(Comm *c, Group *world, Ctx *ctx, const ShardConfig *cfg, Timeline *tl) {
     Sharded *s = zalloc(1, sizeof *s);
     s->cfg = *cfg;
     s->c = c;
@@ -283,7 +283,19 @@ Sharded *sharded_new(Comm *c, Group *world, const ShardConfig *cfg, Timeline *tl
         comm_group_new(c, &s->replica_g, "replica", ranks, n / k);
         s->dp = &s->shard_g;
     }
+    // The GPU collectives are set up (collectives themselves) before the progress
+    // thread takes the Comm.
+    if (ctx->device == DEV_CUDA) {
+        s->gpu_dp = gpu_comm_new(c, s->dp, ctx, GPU_AUTO);
+        if (cfg->kind == SH_HSDP) s->gpu_replica = gpu_comm_new(c, &s->replica_g, ctx, GPU_AUTO);
+        if (cfg->overlap) {
+            gpu_comm_own_stream(s->gpu_dp);
+            if (s->gpu_replica) gpu_comm_own_stream(s->gpu_replica);
+        }
+    }
     s->ac = async_comm_new(c, tl, cfg->overlap);
+    if (s->gpu_dp) async_comm_use_gpu(s->ac, s->dp, s->gpu_dp, ctx);
+    if (s->gpu_replica) async_comm_use_gpu(s->ac, &s->replica_g, s->gpu_replica, ctx);
     s->strategy = (TrainStrategy){.build = build, .micro_begin = micro_begin, .step = step,
                                   .gather_params = gather_params, .destroy = destroy, .arg = s};
     return s;
@@ -292,6 +304,8 @@ Sharded *sharded_new(Comm *c, Group *world, const ShardConfig *cfg, Timeline *tl
 void sharded_free(Sharded *s) {
     if (!s) return;
     async_comm_free(s->ac);
+    gpu_comm_free(s->gpu_replica);  // collectives again: the main thread has the Comm back
+    gpu_comm_free(s->gpu_dp);
     free(s);
 }
 

@@ -96,6 +96,7 @@ typedef struct Sharded {
     Group *dp;             // the group that shards: world, or hsdp's shard group
     Group shard_g, replica_g;  // hsdp: the ranks sharing a shard / holding the same shard
     AsyncComm *ac;
+    GpuComm *gpu_dp, *gpu_replica;  // --device cuda: the GPU collectives of dp, replica_g
     Timeline *tl;
     GPT *g;
     ShardPlan plan;
@@ -123,8 +124,10 @@ typedef struct Sharded {
     TrainStrategy strategy;
 } Sharded;
 
-// Creates the strategy for this rank. c and world must outlive it; tl may be NULL.
-Sharded *sharded_new(Comm *c, Group *world, const ShardConfig *cfg, Timeline *tl);
+// Creates the strategy for this rank (a collective). c, world and ctx must outlive
+// it; tl may be NULL. On a CUDA context the collectives of device buffers run on
+// the GPU (NCCL, or the CUDA IPC ring), on a stream of their own when overlapped.
+Sharded *sharded_new(Comm *c, Group *world, Ctx *ctx, const ShardConfig *cfg, Timeline *tl);
 void sharded_free(Sharded *s);
 // "ZeRO-2 over 4 ranks, ring, buckets of 25 MB, overlapped", for the log.
 void sharded_describe(const Sharded *s, char *buf, size_t n);

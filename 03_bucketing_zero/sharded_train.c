@@ -4,6 +4,7 @@
 //   build/sharded_train --np 2 --strategy ddp --bucket-mb 1 --trace runs/ddp    # timeline
 //   build/sharded_train --np 4 --strategy hsdp --shard-size 2
 //   mpirun -np 4 build/sharded_train --transport mpi --algo mpi --strategy zero3
+//   build/sharded_train --np 2 --device cuda --strategy fsdp    # 2 ranks sharing one GPU
 //
 // The loop is common/trainer.c; the strategy (sharded.c and its pieces) builds the
 // model states and does the step. Every rank prints one MEM line (its ledger's
@@ -117,7 +118,7 @@ int main(int argc, char **argv) {
     if ((stall_rank >= 0) != (stall_at > 0)) flags_fail("--stall-rank and --stall-at go together");
     Device dev;
     device_parse(a.device, &dev);
-    CHECK(dev == DEV_CPU, "sharded_train runs on the CPU for now (--device cuda: see the lesson)");
+    if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: a GPU each, or a shared one
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
@@ -132,8 +133,10 @@ int main(int argc, char **argv) {
              cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.grad_clip, a.weight_decay, a.seed, a.data);
     check_same_config(c, conf);
 
+    // CUDA is touched only now, in each rank: it does not survive the launcher's fork.
     Ctx ctx;
-    ctx_init(&ctx, dev, a.threads, a.device_mem);
+    if (dev == DEV_CUDA) ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), a.threads, a.device_mem);
+    else ctx_init(&ctx, dev, a.threads, a.device_mem);
     ctx.rank = comm_rank(c);
     ctx.world = comm_size(c);
     Group *world = (Group *)comm_world(c);
@@ -141,7 +144,7 @@ int main(int argc, char **argv) {
     timeline_init(&tl, trace != NULL);
     if (kill_rank >= 0) comm_inject_kill(c, kill_rank, kill_at);
     if (stall_rank >= 0) comm_inject_stall(c, stall_rank, stall_at);
-    Sharded *s = sharded_new(c, world, &sc, &tl);
+    Sharded *s = sharded_new(c, world, &ctx, &sc, &tl);
     char label[256];
     sharded_describe(s, label, sizeof label);
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),

@@ -334,7 +334,38 @@ extern "C" void gpu_comm_free(GpuComm *gc) {
     if (gc->algo == GPU_IPC && gc->g->size > 1) ipc_free(gc);
     nccl_free(gc);  // no-op unless NCCL was used
     CUDA_CHECK(cudaEventDestroy(gc->ev));
+    if (gc->own_stream) CUDA_CHECK(cudaStreamDestroy(gc->stream));
     free(gc);
+}
+
+extern "C" void gpu_comm_own_stream(GpuComm *gc) {
+    if (gc->own_stream) return;
+    // Non-blocking: it must not wait for the legacy default stream either.
+    CUDA_CHECK(cudaStreamCreateWithFlags(&gc->stream, cudaStreamNonBlocking));
+    gc->own_stream = 1;
+}
+
+extern "C" void *gpu_event_after_compute(Ctx *ctx) {
+    CHECK(ctx->device == DEV_CUDA && ctx->backend, "gpu_event_after_compute needs a CUDA context");
+    cudaEvent_t ev;
+    CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(ev, ((CudaBackend *)ctx->backend)->stream));
+    return (void *)ev;
+}
+
+extern "C" void gpu_comm_after(GpuComm *gc, void *event) {
+    cudaEvent_t ev = (cudaEvent_t)event;
+    CUDA_CHECK(cudaStreamWaitEvent(gc->stream, ev, 0));
+    CUDA_CHECK(cudaEventDestroy(ev));  // legal while pending: freed once it has fired
+}
+
+extern "C" int gpu_is_device_pointer(const void *p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();  // host memory CUDA never saw: an answer, not an error
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
 extern "C" GpuAlgo gpu_comm_algo(const GpuComm *gc) { return gc->algo; }
@@ -378,6 +409,41 @@ extern "C" void gpu_all_gather(GpuComm *gc, void *buf, size_t count, DType dt) {
     } else if (gc->g->size > 1) {
         ipc_all_gather(gc, buf, count, dt);
     }
+    comm_coll_end(gc->c);
+}
+
+// The blocks as Spans, checked: they must tile the buffer in member order.
+static void spans_of(const GpuComm *gc, size_t count, const size_t *lo, const size_t *hi,
+                     Spans *sp) {
+    for (int i = 0; i < gc->g->size; i++) {
+        CHECK(lo[i] <= hi[i] && hi[i] <= count && lo[i] == (i ? hi[i - 1] : 0) &&
+              (i + 1 < gc->g->size || hi[i] == count), "GPU collective over blocks on group %s: "
+              "member %d's block [%zu, %zu) does not tile %zu elements in member order",
+              gc->g->name, i, lo[i], hi[i], count);
+        sp->lo[i] = lo[i];
+        sp->len[i] = hi[i] - lo[i];
+    }
+}
+
+extern "C" void gpu_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const size_t *lo,
+                                     const size_t *hi, DType dt) {
+    check_args(gc, buf, count, dt, "reduce-scatter");
+    Spans sp;
+    spans_of(gc, count, lo, hi, &sp);
+    comm_coll_begin(gc->c, gc->g, COLL_REDUCE_SCATTER, count, dt);
+    if (gc->algo == GPU_NCCL) nccl_reduce_scatter_v(gc, buf, count, &sp, dt);
+    else if (gc->g->size > 1) ipc_reduce_scatter_v(gc, buf, count, &sp, dt);
+    comm_coll_end(gc->c);
+}
+
+extern "C" void gpu_all_gather_v(GpuComm *gc, void *buf, size_t count, const size_t *lo,
+                                 const size_t *hi, DType dt) {
+    check_args(gc, buf, count, dt, "all-gather");
+    Spans sp;
+    spans_of(gc, count, lo, hi, &sp);
+    comm_coll_begin(gc->c, gc->g, COLL_ALLGATHER, count, dt);
+    if (gc->algo == GPU_NCCL) nccl_all_gather_v(gc, buf, count, &sp, dt);
+    else if (gc->g->size > 1) ipc_all_gather_v(gc, buf, count, &sp, dt);
     comm_coll_end(gc->c);
 }
 

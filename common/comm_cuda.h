@@ -99,6 +99,27 @@ void gpu_reduce_scatter(GpuComm *gc, void *buf, size_t count, DType dt);
 void gpu_all_gather(GpuComm *gc, void *buf, size_t count, DType dt);
 void gpu_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root);
 
+// Over blocks of any size (stage 03's shards, collectives_v.h): member i's block
+// is [lo[i], hi[i]); the blocks tile the buffer in member order, empty ones too.
+void gpu_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const size_t *lo,
+                          const size_t *hi, DType dt);
+void gpu_all_gather_v(GpuComm *gc, void *buf, size_t count, const size_t *lo, const size_t *hi,
+                      DType dt);
+
+// Collectives beside the compute (stage 03). After gpu_comm_own_stream, gc queues
+// its work on a stream of its own instead of the compute stream, so a collective
+// run by a progress thread overlaps the kernels the compute thread queues. Its
+// data must still be ready first: the compute thread records an event on its
+// stream when it hands a buffer over (gpu_event_after_compute), and the progress
+// thread makes gc's stream wait for that event (gpu_comm_after, which also frees
+// it). The collectives still return only when their result is complete, so the
+// compute thread may use it as soon as its wait returns.
+void gpu_comm_own_stream(GpuComm *gc);
+void *gpu_event_after_compute(Ctx *ctx);
+void gpu_comm_after(GpuComm *gc, void *event);
+// 1 if p is device (or managed) memory. Host collectives then must not touch it.
+int gpu_is_device_pointer(const void *p);
+
 // The device's copy bandwidth: a cudaMemcpy device to device of `bytes`, timed
 // with CUDA events, counting bytes read plus bytes written (the figure that
 // busbw of ranks sharing one GPU can be compared with). GB/s. Local: not a

@@ -66,3 +66,35 @@ double gpu_copy_bandwidth(Ctx *ctx, size_t bytes) {
     (void)ctx, (void)bytes;
     NO_CUDA;
 }
+
+void gpu_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const size_t *lo,
+                          const size_t *hi, DType dt) {
+    (void)gc, (void)buf, (void)count, (void)lo, (void)hi, (void)dt;
+    NO_CUDA;
+}
+
+void gpu_all_gather_v(GpuComm *gc, void *buf, size_t count, const size_t *lo, const size_t *hi,
+                      DType dt) {
+    (void)gc, (void)buf, (void)count, (void)lo, (void)hi, (void)dt;
+    NO_CUDA;
+}
+
+void gpu_comm_own_stream(GpuComm *gc) {
+    (void)gc;
+    NO_CUDA;
+}
+
+void *gpu_event_after_compute(Ctx *ctx) {
+    (void)ctx;
+    NO_CUDA;
+}
+
+void gpu_comm_after(GpuComm *gc, void *event) {
+    (void)gc, (void)event;
+    NO_CUDA;
+}
+
+int gpu_is_device_pointer(const void *p) {
+    (void)p;
+    return 0;  // without CUDA there is no device memory
+}

@@ -26,7 +26,9 @@ struct GpuComm {
     Comm *c;
     Group *g;
     Ctx *ctx;
-    cudaStream_t stream;   // the CUDA backend's: ordered after the kernels that made the data
+    cudaStream_t stream;   // the CUDA backend's: ordered after the kernels that made the data;
+                           // or, after gpu_comm_own_stream, a stream of its own
+    int own_stream;        // 1: `stream` is ours (created and destroyed here)
     cudaEvent_t ev;        // recorded after queued work and polled (gc_sync)
     int device;
     GpuAlgo algo;
@@ -52,6 +54,16 @@ static inline void shard_of(size_t count, int n, int i, size_t *lo, size_t *len)
     size_t b = count / n * (i + 1) + count % n * (i + 1) / n;
     *lo = a;
     *len = b - a;
+}
+
+// Each member's block of a buffer: shard_of's even split, or stage 03's blocks
+// of any size (the _v collectives). The blocks tile the buffer in member order.
+typedef struct {
+    size_t lo[COMM_MAX_RANKS], len[COMM_MAX_RANKS];
+} Spans;
+
+static inline void spans_even(Spans *s, size_t count, int p) {
+    for (int i = 0; i < p; i++) shard_of(count, p, i, &s->lo[i], &s->len[i]);
 }
 
 static inline void copy_async(void *dst, const void *src, size_t bytes, cudaStream_t s) {
@@ -87,6 +99,9 @@ void nccl_allreduce(GpuComm *gc, void *buf, size_t count, DType dt);
 void nccl_reduce_scatter(GpuComm *gc, void *buf, size_t count, DType dt);
 void nccl_all_gather(GpuComm *gc, void *buf, size_t count, DType dt);
 void nccl_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root);
+// Blocks of any size: one ncclReduce / ncclBroadcast per member, in one group call.
+void nccl_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const Spans *s, DType dt);
+void nccl_all_gather_v(GpuComm *gc, void *buf, size_t count, const Spans *s, DType dt);
 
 // ---- comm_cuda_ipc.cu (groups of two or more members)
 
@@ -96,3 +111,5 @@ void ipc_allreduce(GpuComm *gc, void *buf, size_t count, DType dt);
 void ipc_reduce_scatter(GpuComm *gc, void *buf, size_t count, DType dt);
 void ipc_all_gather(GpuComm *gc, void *buf, size_t count, DType dt);
 void ipc_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root);
+void ipc_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const Spans *s, DType dt);
+void ipc_all_gather_v(GpuComm *gc, void *buf, size_t count, const Spans *s, DType dt);

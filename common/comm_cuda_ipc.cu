@@ -261,20 +261,20 @@ static void ipc_reserve(GpuComm *gc, size_t bytes, size_t count) {
 
 // ================================================================ 3. the collectives
 
-// The two phases of the ring (the protocol above); the outbox is large enough.
-static void ring_reduce_scatter(GpuComm *gc, void *buf, size_t count, DType dt) {
+// The two phases of the ring (the protocol above) over the blocks `sp` (even, or
+// stage 03's); the outbox is large enough.
+static void ring_reduce_scatter(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
     int p = gc->g->size, r = gc->g->rank, right = mod(r + 1, p), left = mod(r - 1, p);
-    size_t es = dtype_size(dt), lo, len;
+    size_t es = dtype_size(dt), lo = sp->lo[mod(r - 1, p)], len = sp->len[mod(r - 1, p)];
     unsigned char *b = (unsigned char *)buf, *out = gc->outbox, *lout = gc->peer[left];
-    shard_of(count, p, mod(r - 1, p), &lo, &len);
     copy_async(out + lo * es, b + lo * es, len * es, gc->stream);
     gc_sync(gc, "copying the first shard into the CUDA IPC outbox", len * es);
     for (int k = 0; k < p - 1; k++) {
         ctl_exchange(gc, right, Ctl{CTL_READY, (uint32_t)k, count}, left,
                      Ctl{CTL_READY, (uint32_t)k, count});
-        size_t slo, slen;  // what the right reads from us at this step: s(k)
-        shard_of(count, p, mod(r - k - 1, p), &slo, &slen);
-        shard_of(count, p, mod(r - k - 2, p), &lo, &len);
+        size_t slen = sp->len[mod(r - k - 1, p)];  // what the right reads from us: s(k)
+        lo = sp->lo[mod(r - k - 2, p)];
+        len = sp->len[mod(r - k - 2, p)];
         unsigned char *dst = k < p - 2 ? out : b;
         launch_add(dst + lo * es, b + lo * es, lout + lo * es, len, dt, gc->stream);
         gc_sync(gc, "adding the left neighbour's shard (reduce-scatter)", len * es);
@@ -284,19 +284,18 @@ static void ring_reduce_scatter(GpuComm *gc, void *buf, size_t count, DType dt) 
                  Ctl{CTL_DONE, (uint32_t)(p - 1), count});
 }
 
-static void ring_all_gather(GpuComm *gc, void *buf, size_t count, DType dt) {
+static void ring_all_gather(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
     int p = gc->g->size, r = gc->g->rank, right = mod(r + 1, p), left = mod(r - 1, p);
-    size_t es = dtype_size(dt), lo, len;
+    size_t es = dtype_size(dt), lo = sp->lo[r], len = sp->len[r];
     unsigned char *b = (unsigned char *)buf, *out = gc->outbox, *lout = gc->peer[left];
-    shard_of(count, p, r, &lo, &len);
     copy_async(out + lo * es, b + lo * es, len * es, gc->stream);
     gc_sync(gc, "copying this rank's shard into the CUDA IPC outbox", len * es);
     for (int k = 0; k < p - 1; k++) {
         ctl_exchange(gc, right, Ctl{CTL_READY, (uint32_t)k, count}, left,
                      Ctl{CTL_READY, (uint32_t)k, count});
-        size_t slo, slen;  // what the right reads from us at this step: shard r-k
-        shard_of(count, p, mod(r - k, p), &slo, &slen);
-        shard_of(count, p, mod(r - k - 1, p), &lo, &len);
+        size_t slen = sp->len[mod(r - k, p)];  // what the right reads from us: shard r-k
+        lo = sp->lo[mod(r - k - 1, p)];
+        len = sp->len[mod(r - k - 1, p)];
         copy_async(b + lo * es, lout + lo * es, len * es, gc->stream);
         // Pass it on from our own copy (a local read, even when the left's
         // outbox is on another GPU).
@@ -342,19 +341,33 @@ void ipc_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root) {
 }
 
 void ipc_allreduce(GpuComm *gc, void *buf, size_t count, DType dt) {
+    Spans sp;
+    spans_even(&sp, count, gc->g->size);
     ipc_reserve(gc, count * dtype_size(dt), count);
-    ring_reduce_scatter(gc, buf, count, dt);
-    ring_all_gather(gc, buf, count, dt);
+    ring_reduce_scatter(gc, buf, count, &sp, dt);
+    ring_all_gather(gc, buf, count, &sp, dt);
+}
+
+void ipc_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
+    ipc_reserve(gc, count * dtype_size(dt), count);
+    ring_reduce_scatter(gc, buf, count, sp, dt);
+}
+
+void ipc_all_gather_v(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
+    ipc_reserve(gc, count * dtype_size(dt), count);
+    ring_all_gather(gc, buf, count, sp, dt);
 }
 
 void ipc_reduce_scatter(GpuComm *gc, void *buf, size_t count, DType dt) {
-    ipc_reserve(gc, count * dtype_size(dt), count);
-    ring_reduce_scatter(gc, buf, count, dt);
+    Spans sp;
+    spans_even(&sp, count, gc->g->size);
+    ipc_reduce_scatter_v(gc, buf, count, &sp, dt);
 }
 
 void ipc_all_gather(GpuComm *gc, void *buf, size_t count, DType dt) {
-    ipc_reserve(gc, count * dtype_size(dt), count);
-    ring_all_gather(gc, buf, count, dt);
+    Spans sp;
+    spans_even(&sp, count, gc->g->size);
+    ipc_all_gather_v(gc, buf, count, &sp, dt);
 }
 
 // The first outbox: 2 MiB, grown on demand (ipc_reserve).

@@ -142,6 +142,40 @@ void nccl_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root) {
     gc_count_bytes(gc, gc->g->rank == root ? bytes : 0, gc->g->rank == root ? 0 : bytes);
 }
 
+// Blocks of any size (stage 03's shards): NCCL's reduce-scatter and all-gather
+// want equal blocks, so member i's block is reduced to member i (ncclReduce)
+// and broadcast from it (ncclBroadcast), all in one group call, which NCCL runs
+// as one fused operation.
+void nccl_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
+    int p = gc->g->size;
+    size_t es = dtype_size(dt);
+    unsigned char *b = (unsigned char *)buf;
+    if (count == 0) return;
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < p; i++)
+        if (sp->len[i])
+            NCCL_CHECK(ncclReduce(b + sp->lo[i] * es, b + sp->lo[i] * es, sp->len[i],
+                                  nccl_type(dt), ncclSum, i, gc->nccl, gc->stream));
+    nccl_settle(gc, ncclGroupEnd(), "ncclReduce (reduce-scatter over blocks)");
+    gc_sync(gc, "running ncclReduce (reduce-scatter over blocks)", count * es);
+    nccl_count(gc, (double)(p - 1) / p, count * es);
+}
+
+void nccl_all_gather_v(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
+    int p = gc->g->size;
+    size_t es = dtype_size(dt);
+    unsigned char *b = (unsigned char *)buf;
+    if (count == 0) return;
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < p; i++)
+        if (sp->len[i])
+            NCCL_CHECK(ncclBroadcast(b + sp->lo[i] * es, b + sp->lo[i] * es, sp->len[i],
+                                     nccl_type(dt), i, gc->nccl, gc->stream));
+    nccl_settle(gc, ncclGroupEnd(), "ncclBroadcast (all-gather over blocks)");
+    gc_sync(gc, "running ncclBroadcast (all-gather over blocks)", count * es);
+    nccl_count(gc, (double)(p - 1) / p, count * es);
+}
+
 void nccl_free(GpuComm *gc) {
     if (gc->nccl) {
         nccl_settle(gc, ncclCommFinalize(gc->nccl), "ncclCommFinalize");

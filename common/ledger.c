@@ -28,6 +28,7 @@ const char *mem_category_name(MemCategory c) {
 
 void ledger_init(Ledger *l, size_t capacity, const char *device_name) {
     memset(l, 0, sizeof *l);
+    pthread_mutex_init(&l->lock, NULL);
     l->capacity = capacity;
     l->device_name = device_name ? device_name : "cpu";
 }
@@ -47,8 +48,13 @@ static void format_held(const Ledger *l, char *buf, size_t n) {
     }
 }
 
+// Reading the counts from const functions still takes the lock.
+static void lock(const Ledger *l) { pthread_mutex_lock((pthread_mutex_t *)&l->lock); }
+static void unlock(const Ledger *l) { pthread_mutex_unlock((pthread_mutex_t *)&l->lock); }
+
 void ledger_charge(Ledger *l, MemCategory c, size_t bytes) {
     CHECK((int)c >= 0 && c < MEM_NCAT, "ledger_charge: invalid category %d", (int)c);
+    lock(l);  // held through the checks: a failing one ends the process
     CHECK(bytes <= SIZE_MAX - l->total_current,
           "ledger_charge: %zu + %zu bytes overflows the ledger", l->total_current, bytes);
     if (l->capacity && l->total_current + bytes > l->capacity) {
@@ -63,24 +69,40 @@ void ledger_charge(Ledger *l, MemCategory c, size_t bytes) {
     l->total_current += bytes;
     if (l->current[c] > l->peak[c]) l->peak[c] = l->current[c];
     if (l->total_current > l->total_peak) l->total_peak = l->total_current;
+    unlock(l);
 }
 
 void ledger_release(Ledger *l, MemCategory c, size_t bytes) {
     CHECK((int)c >= 0 && c < MEM_NCAT, "ledger_release: invalid category %d", (int)c);
+    lock(l);
     // Releasing more than was charged means an alloc/free pair disagrees on the
     // size or the category; the numbers after that would be fiction.
     CHECK(bytes <= l->current[c], "ledger_release: releasing %zu bytes of %s, which holds %zu",
           bytes, g_category_names[c], l->current[c]);
     l->current[c] -= bytes;
     l->total_current -= bytes;
+    unlock(l);
 }
 
 void ledger_reset_peaks(Ledger *l) {
+    lock(l);
     for (int c = 0; c < MEM_NCAT; c++) l->peak[c] = l->current[c];
     l->total_peak = l->total_current;
+    unlock(l);
 }
 
-void ledger_print(const Ledger *l, FILE *f) {
+// The numbers at one moment (another thread may be charging).
+static Ledger snapshot(const Ledger *l) {
+    Ledger s;
+    lock(l);
+    memcpy(&s, l, sizeof s);
+    unlock(l);
+    return s;
+}
+
+void ledger_print(const Ledger *ledger, FILE *f) {
+    Ledger snap = snapshot(ledger);
+    const Ledger *l = &snap;
     char cur[32], peak[32], cap[32];
     if (l->capacity) {
         format_bytes(l->capacity, cap, sizeof cap);
@@ -111,8 +133,10 @@ static void format_bytes_compact(size_t bytes, char *buf, size_t n) {
     snprintf(buf, n, "%s", tmp);
 }
 
-void ledger_format_peaks(const Ledger *l, char *buf, size_t n) {
+void ledger_format_peaks(const Ledger *ledger, char *buf, size_t n) {
     if (n == 0) return;
+    Ledger snap = snapshot(ledger);
+    const Ledger *l = &snap;
     buf[0] = '\0';
     char tmp[32];
     size_t pos = 0;

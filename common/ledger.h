@@ -7,6 +7,7 @@
 // an allocation that would exceed it fails like cudaMalloc does, naming the
 // category, the bytes asked, held and allowed.
 #pragma once
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -24,7 +25,10 @@ typedef enum {
     MEM_NCAT
 } MemCategory;
 
+// A rank's progress thread (stage 03) may charge communication buffers while its
+// compute thread charges the rest, so the counts are kept under a lock.
 typedef struct {
+    pthread_mutex_t lock;
     size_t current[MEM_NCAT];
     size_t peak[MEM_NCAT];
     size_t total_current;

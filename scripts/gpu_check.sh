@@ -30,6 +30,9 @@
 #       more than what is left of one call: run `scripts/gpu_check.sh 5b` alone
 #   6   measurements: train gpt2-124m on cuda (tokens/s, MFU, peak memory);
 #       bench_collectives --device cuda at 2-4 ranks on one GPU (busbw)
+#   7   stage 03 on the GPU: sharded_train --device cuda, every strategy at 2 ranks,
+#       equal to the CPU run within 1e-5; DDP with buckets overlapped on a
+#       communication stream against no overlap, and the timeline's overlap %
 #
 # Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
 # one) with the probe's reason, at once.
@@ -236,6 +239,44 @@ item_6() {
     [ "$bad" -eq 0 ]
 }
 
+# Stage 03 on the GPU: every strategy at 2 ranks sharing the GPU (CUDA IPC; NCCL
+# where each rank has a GPU of its own) ends with the CPU run's weights, and DDP's
+# overlap on a communication stream of its own is measured against no overlap.
+item_7() {
+    gpu_gate
+    local dir=$OUT/7.sharded tol=1e-5 bad=0 worst=0 err st
+    mkdir -p "$dir"
+    local common=(--layers 2 --width 48 --heads 4 --seq 16 --vocab 97 --steps 5 --lr 1e-3
+                  --log-every 100 --warmup 0 --batch 2 --peak-tflops 1 --bucket-mb 0)
+    for st in ddp zero1 zero2 zero3 fsdp; do
+        "$B/sharded_train" --np 2 --strategy "$st" "${common[@]}" \
+            --save-params "$dir/cpu_$st.safetensors" >"$dir/cpu_$st.log" 2>&1
+        timeout -k 5 120 "$B/sharded_train" --np 2 --strategy "$st" --device cuda "${common[@]}" \
+            --timeout 60 --save-params "$dir/cuda_$st.safetensors" >"$dir/cuda_$st.log" 2>&1
+        local rc=$?
+        if [ "$rc" -ne 0 ] || [ ! -s "$dir/cuda_$st.safetensors" ]; then
+            echo "FAIL sharded.cuda.$st  the run failed (exit $rc):"; tail -n 5 "$dir/cuda_$st.log"
+            bad=$((bad + 1)); continue
+        fi
+        "$B/tests/compare_params" "$dir/cuda_$st.safetensors" "$dir/cpu_$st.safetensors" "$tol" \
+            "sharded.cuda_equals_cpu.$st" | tee "$dir/cmp_$st.txt"
+        grep -q '^PASS' "$dir/cmp_$st.txt" || bad=$((bad + 1))
+        err=$(sed -n 's/.*rel_err \([^ ]*\).*/\1/p' "$dir/cmp_$st.txt")
+        worst=$(python3 -c "print(max(float('$worst'), float('${err:-inf}')))")
+    done
+    # Overlap on the GPU: DDP's buckets on the communication stream, one step traced.
+    local bench=(--layers 4 --width 1024 --heads 16 --seq 256 --vocab 50257 --batch 4 --steps 12
+                 --warmup 2 --log-every 100 --peak-tflops 1 --device cuda --np 2)
+    local ov no
+    ov=$("$B/sharded_train" --strategy ddp --bucket-mb 25 "${bench[@]}" --trace "$dir/ddp_overlap" 2>&1 |
+         tee "$dir/ddp_overlap.log" | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')
+    no=$("$B/sharded_train" --strategy ddp --no-overlap "${bench[@]}" 2>&1 | tee "$dir/ddp_no_overlap.log" |
+         sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')
+    fig "worst rel_err $worst (tol $tol) over 5 strategies; $bad failed; DDP 2 ranks on one GPU:" \
+        "${ov:-?} ms/step overlapped, ${no:-?} not; $(grep -h '^OVERLAP rank=0' "$dir/ddp_overlap.log")"
+    [ "$bad" -eq 0 ]
+}
+
 if [ "${1:-}" = --item ]; then
     ITEM=$2
     "item_$2"
@@ -248,12 +289,12 @@ mkdir -p "$OUT"
 BUDGET=${GPU_CHECK_BUDGET:-570}
 START=$SECONDS
 declare -A STATUS FIGURE
-ALL=(build 1 2 3 6 4 5a 5b)          # the order they run in: 5b, the longest, last
-TABLE=(build 1 2 3 4 5a 5b 6)        # the order of the table
+ALL=(build 1 2 3 7 6 4 5a 5b)        # the order they run in: 5b, the longest, last
+TABLE=(build 1 2 3 4 5a 5b 6 7)      # the order of the table
 declare -A NAME=([build]="build (CUDA backend)" [1]="1 make gpu-test" [2]="2 gpu-comm 1-4 ranks + NCCL np1"
                  [3]="3 DDP --device cuda = CPU" [4]="4 compute-sanitizer" [5a]="5a GPU suite under ASan"
-                 [5b]="5b make check" [6]="6 measurements")
-declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200)
+                 [5b]="5b make check" [6]="6 measurements" [7]="7 stage 03 --device cuda = CPU")
+declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200 [7]=150)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
 
