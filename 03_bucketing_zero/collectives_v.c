@@ -12,11 +12,12 @@ void blocks_even(Blocks *b, size_t count, int p) {
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
 static void check_blocks(const Group *g, const Blocks *b) {
-    for (int i = 0; i < g->size; i++)
-        CHECK(b->lo[i] <= b->hi[i] && b->hi[i] <= b->count && (i == 0 || b->lo[i] == b->hi[i - 1]) &&
-              (i + 1 < g->size || b->hi[i] == b->count),
-              "blocks of %zu elements do not tile the buffer in member order (member %d: [%zu, %zu))",
-              b->count, i, b->lo[i], b->hi[i]);
+    for (int i = 0; i < g->size; i++) {
+        int tiles = b->lo[i] <= b->hi[i] && b->hi[i] <= b->count &&
+                    b->lo[i] == (i ? b->hi[i - 1] : 0) && (i + 1 < g->size || b->hi[i] == b->count);
+        CHECK(tiles, "blocks of %zu elements do not tile the buffer in member order (member %d: "
+              "[%zu, %zu))", b->count, i, b->lo[i], b->hi[i]);
+    }
 }
 
 // The ring of ring.c with block s = [lo[s], hi[s]): step k sends block r-k-1 to the

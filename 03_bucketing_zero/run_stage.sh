@@ -223,7 +223,7 @@ for cfg in "ddp-no-overlap=--strategy ddp --no-overlap" "ddp-overlap=--strategy 
     awk -v n="$name" -v ms="$(result "$tmp/trace.log" ms_per_step)" -v t="timelines/trace_$name.json" '
         /^OVERLAP / {for (i = 2; i <= NF; i++) {split($i, kv, "="); v[kv[1]] += kv[2]}; r++}
         END {printf "%-16s %9.1f %9.2f %10.2f %10.1f  %s\n", n, ms, v["comm_ms"] / r, v["hidden_ms"] / r,
-                    v["comm_ms"] > 0 ? 100 * v["hidden_ms"] / v["comm_ms"] : 0, t}' "$tmp/trace.log"
+                    (v["comm_ms"] > 0 ? 100 * v["hidden_ms"] / v["comm_ms"] : 0), t}' "$tmp/trace.log"
 done | tee -a "$out/timelines.txt"
 
 # ---------------------------------------------------------------- 5 + 6. memory and bytes vs N
@@ -251,6 +251,10 @@ for n in $ranks; do
     done
     echo
 done
+# one strategy after another (the tables read better, and the plots draw each one's line)
+awk '{print index("ddp zero1 zero2 zero3 fsdp", $1), $0}' "$raw" | sort -n -k1,1 -k3,3 | cut -d' ' -f2- \
+    >"$tmp/mem_sorted.txt"
+mv "$tmp/mem_sorted.txt" "$raw"
 # The predictions: memcalc (stage 01) for ddp and ZeRO-1/2/3; for FSDP its own formula,
 # every unit padded to a multiple of N: 16 bytes x Σu ceil(|u|/N) over the units
 # (embeddings, each block, ln_f).

@@ -36,7 +36,8 @@ double sharded_sum_squares(const Sharded *s, const float *shard) {
 // after its use in backward. A span never covers a hook's own work (gathers,
 // waits), which the hooks record themselves.
 static void compute_span_end(Sharded *s) {
-    if (s->tl && s->span_name[0]) timeline_span(s->tl, TL_COMPUTE, s->span_name, s->span_t0, now_seconds());
+    if (s->tl && s->span_name[0])
+        timeline_span(s->tl, TL_COMPUTE, s->span_name, s->span_t0, now_seconds());
     s->span_name[0] = 0;
 }
 static void compute_span_begin(Sharded *s, const char *what, int group) {

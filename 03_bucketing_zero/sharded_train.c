@@ -45,7 +45,10 @@ static void check_same_config(Comm *c, const char *mine) {
         snprintf(a, sizeof a, "%s", buf);
         snprintf(b, sizeof b, "%s", theirs);
         char *wa = strtok_r(a, " ", &sa), *wb = strtok_r(b, " ", &sb);
-        while (wa && wb && strcmp(wa, wb) == 0) wa = strtok_r(NULL, " ", &sa), wb = strtok_r(NULL, " ", &sb);
+        while (wa && wb && strcmp(wa, wb) == 0) {
+            wa = strtok_r(NULL, " ", &sa);
+            wb = strtok_r(NULL, " ", &sb);
+        }
         snprintf(verdict, sizeof verdict, "the ranks run different configurations: rank 0 has %s, "
                  "rank %d has %s; every rank must be started with the same flags", wa ? wa : "(less)",
                  r, wb ? wb : "(less)");

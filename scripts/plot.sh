@@ -36,6 +36,13 @@ case "$(basename "$dir")" in
         # gnuplot's fit prints to stderr; keep it beside the data, show it on failure.
         gnuplot -e "$vars; ranks='$ranks'; mpi=$mpi" 02_ddp_allreduce/plots.gp 2>"$dir/fit.log" || {
             cat "$dir/fit.log" >&2; exit 1; } ;;
+    03_bucketing_zero)
+        # The timelines are whatever configurations were traced, in the order they build up.
+        traces=""
+        for t in ddp-no-overlap ddp-overlap zero3 fsdp; do
+            if [ -f "$dir/timelines/trace_$t.dat" ]; then traces="$traces $t"; fi
+        done
+        gnuplot -e "$vars; traces='${traces# }'" 03_bucketing_zero/plots.gp ;;
     *)
         echo "plot.sh: no figures are drawn for $(basename "$dir")"; exit 0 ;;
 esac

@@ -99,59 +99,73 @@ static void test_plan(TestState *ts, int p) {
 
 // ---------------------------------------------------------------- bucket assignment
 
+#define HUGE_CAP ((size_t)1 << 40)
+
+// What is wrong with the assignment in s->buckets (into why), or nothing.
+static void judge_buckets(const Sharded *s, const GPT *g, int fsdp, size_t cap, char *why,
+                          size_t n) {
+    const Buckets *B = &s->buckets;
+    int G = s->plan.groups;
+    why[0] = 0;
+#define WHY(...) do { if (!why[0]) snprintf(why, n, __VA_ARGS__); } while (0)
+    if (B->n < 1 || B->n > G) WHY("%d buckets", B->n);
+    if (B->of_group[G - 1] != 0) WHY("group L+1 is in bucket %d, not 0 (backward order)",
+                                     B->of_group[G - 1]);
+    for (int grp = 0; grp < G && !why[0]; grp++) {
+        int b = B->of_group[grp];
+        if (b < 0 || b >= B->n) WHY("group %d in bucket %d", grp, b);
+        else if (g->group_offset[grp] < B->lo[b] || g->group_offset[grp + 1] > B->hi[b])
+            WHY("group %d outside bucket %d's range", grp, b);
+        else if (grp + 1 < G && B->of_group[grp + 1] != b && B->of_group[grp + 1] != b - 1)
+            WHY("bucket %d's groups are not consecutive in backward order", b);
+    }
+    size_t total = 0;
+    for (int b = 0; b < B->n && !why[0]; b++) {
+        size_t bytes = (B->hi[b] - B->lo[b]) * sizeof(float);
+        total += B->hi[b] - B->lo[b];
+        int held = 0;
+        for (int grp = 0; grp < G; grp++) held += B->of_group[grp] == b;
+        if (held != B->groups[b]) WHY("bucket %d counts %d groups, holds %d", b, B->groups[b], held);
+        if (!fsdp && cap == 0 && held != 1) WHY("cap 0: bucket %d holds %d groups", b, held);
+        if (!fsdp && cap && held > 1 && bytes > cap) WHY("bucket %d: %zu bytes, over the cap", b, bytes);
+    }
+    if (total != g->n_params) WHY("the buckets cover %zu of %zu elements", total, g->n_params);
+    if (!fsdp && cap == HUGE_CAP && B->n != 1) WHY("a huge cap gave %d buckets", B->n);
+    if (fsdp && B->n != s->plan.n_units) WHY("fsdp: %d buckets for %d units", B->n, s->plan.n_units);
+    for (int grp = 0; grp < G && fsdp; grp++)
+        if (B->lo[B->of_group[grp]] != s->plan.unit_lo[s->plan.unit_of[grp]])
+            WHY("fsdp: group %d's bucket is not its unit", grp);
+#undef WHY
+}
+
 static void test_buckets(TestState *ts) {
     Ctx ctx;
     ctx_init(&ctx, DEV_CPU, 1, 0);
+    // 7 groups: the embeddings 10,240 bytes, 5 blocks of 50,816, ln_f 256. The caps: one
+    // group each, every group over the cap, ln_f joining a block, blocks in pairs, all.
     GPTConfig cfg = {5, 32, 4, 16, 64};
     GPT g;
     gpt_init_layout(&g, &ctx, &cfg);
-    int G = cfg.n_layer + 2;
-    size_t caps[] = {0, 4096, 20000, 60000, (size_t)1 << 40};
-    for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++)
-        for (int fsdp = 0; fsdp < 2; fsdp++) {
-            if (fsdp && k) continue;
-            Sharded s = {.cfg = {.kind = fsdp ? SH_FSDP : SH_ZERO2, .bucket_bytes = caps[k],
-                                 .unit_layers = fsdp ? 2 : 1}, .g = &g};
-            plan_build(&s.plan, &g, &s.cfg, 2, 0);
-            int of_group[16] = {0}, groups[16] = {0};
-            size_t lo[16] = {0}, hi[16] = {0};
-            s.buckets = (Buckets){.of_group = of_group, .lo = lo, .hi = hi, .groups = groups};
-            buckets_assign(&s);
-            const Buckets *B = &s.buckets;
-            char why[160] = "";
-            if (B->n < 1 || B->n > G) snprintf(why, sizeof why, "%d buckets", B->n);
-            if (!why[0] && B->of_group[G - 1] != 0) snprintf(why, sizeof why, "group L+1 is in bucket %d, not 0 (backward order)", B->of_group[G - 1]);
-            for (int grp = 0; grp < G && !why[0]; grp++) {
-                int b = B->of_group[grp];
-                if (b < 0 || b >= B->n) snprintf(why, sizeof why, "group %d in bucket %d", grp, b);
-                else if (g.group_offset[grp] < B->lo[b] || g.group_offset[grp + 1] > B->hi[b])
-                    snprintf(why, sizeof why, "group %d outside bucket %d's range", grp, b);
-                else if (grp + 1 < G && B->of_group[grp + 1] != b && B->of_group[grp + 1] != b - 1)
-                    snprintf(why, sizeof why, "bucket %d's groups are not consecutive in backward order", b);
-            }
-            size_t total = 0;
-            for (int b = 0; b < B->n && !why[0]; b++) {
-                size_t bytes = (B->hi[b] - B->lo[b]) * sizeof(float);
-                total += B->hi[b] - B->lo[b];
-                int n = 0;
-                for (int grp = 0; grp < G; grp++) n += B->of_group[grp] == b;
-                if (n != B->groups[b]) snprintf(why, sizeof why, "bucket %d counts %d groups, holds %d", b, B->groups[b], n);
-                else if (!fsdp && caps[k] == 0 && n != 1) snprintf(why, sizeof why, "cap 0: bucket %d holds %d groups", b, n);
-                else if (!fsdp && caps[k] && n > 1 && bytes > caps[k]) snprintf(why, sizeof why, "bucket %d: %zu bytes over the cap", b, bytes);
-            }
-            if (!why[0] && total != g.n_params) snprintf(why, sizeof why, "the buckets cover %zu of %zu elements", total, g.n_params);
-            if (!why[0] && !fsdp && caps[k] == ((size_t)1 << 40) && B->n != 1) snprintf(why, sizeof why, "a huge cap gave %d buckets", B->n);
-            if (!why[0] && fsdp && B->n != s.plan.n_units) snprintf(why, sizeof why, "fsdp: %d buckets for %d units", B->n, s.plan.n_units);
-            for (int grp = 0; grp < G && !why[0] && fsdp; grp++)
-                if (B->lo[B->of_group[grp]] != s.plan.unit_lo[s.plan.unit_of[grp]])
-                    snprintf(why, sizeof why, "fsdp: group %d's bucket is not its unit", grp);
-            char name[64];
-            if (fsdp) snprintf(name, sizeof name, "buckets.assign.fsdp_units");
-            else if (caps[k] == ((size_t)1 << 40)) snprintf(name, sizeof name, "buckets.assign.cap_huge");
-            else snprintf(name, sizeof name, "buckets.assign.cap_%zu", caps[k]);
-            test_report(ts, !why[0], name, "%d buckets for %d groups%s%s", B->n, G, why[0] ? ": " : "", why);
-            plan_free(&s.plan);
-        }
+    size_t caps[] = {0, 4096, 60000, 110000, HUGE_CAP};
+    for (size_t k = 0; k < sizeof caps / sizeof caps[0] + 1; k++) {
+        int fsdp = k == sizeof caps / sizeof caps[0];  // last: FSDP, units of 2 groups
+        size_t cap = fsdp ? 0 : caps[k];
+        Sharded s = {.cfg = {.kind = fsdp ? SH_FSDP : SH_ZERO2, .bucket_bytes = cap,
+                             .unit_layers = fsdp ? 2 : 1}, .g = &g};
+        plan_build(&s.plan, &g, &s.cfg, 2, 0);
+        int of_group[16] = {0}, groups[16] = {0};
+        size_t lo[16] = {0}, hi[16] = {0};
+        s.buckets = (Buckets){.of_group = of_group, .lo = lo, .hi = hi, .groups = groups};
+        buckets_assign(&s);
+        char why[160], name[64];
+        judge_buckets(&s, &g, fsdp, cap, why, sizeof why);
+        if (fsdp) snprintf(name, sizeof name, "buckets.assign.fsdp_units");
+        else if (cap == HUGE_CAP) snprintf(name, sizeof name, "buckets.assign.cap_huge");
+        else snprintf(name, sizeof name, "buckets.assign.cap_%zu", cap);
+        test_report(ts, !why[0], name, "%d buckets for %d groups%s%s", s.buckets.n,
+                    s.plan.groups, why[0] ? ": " : "", why);
+        plan_free(&s.plan);
+    }
     gpt_free(&g);
     ctx_destroy(&ctx);
 }
