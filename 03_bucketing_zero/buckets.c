@@ -81,8 +81,7 @@ void grads_need(Sharded *s, int group) {
             bucket_retire(s, q);
             in_flight--;
         }
-    Ctx *ctx = s->g->ctx;
-    B->buf[b] = mem_alloc(ctx, MEM_COMM, (B->hi[b] - B->lo[b]) * sizeof(float));  // zeroed
+    B->buf[b] = pool_get(s, B->hi[b] - B->lo[b], 1);  // zeroed: backward adds into it
     for (int grp = 0; grp < s->plan.groups; grp++)
         if (B->of_group[grp] == b)
             s->g->ggrads[grp] = B->buf[b] + (s->g->group_offset[grp] - B->lo[b]);

@@ -4,7 +4,8 @@
 // all-reduced (DDP) or reduce-scattered (ZeRO-1) in place. ZeRO-2 and beyond keep
 // only their shard of the gradients: a bucket is a buffer of its own (buckets.c
 // makes it when backward first writes into it), retired here once its
-// reduce-scatter is done: this rank's block added into the shard, the buffer freed.
+// reduce-scatter is done: this rank's block added into the shard, the buffer given
+// back to the pool.
 #include <stdio.h>
 
 #include "check.h"
@@ -76,7 +77,7 @@ void bucket_retire(Sharded *s, int b) {
     }    // Micro-batches accumulate in the shard: the first one copies.
     if (s->micro == 0) ctx->ops->copy(ctx, s->gshard + mine, block, n * sizeof(float));
     else ctx->ops->accumulate(ctx, s->gshard + mine, block, 1.0f, n);
-    mem_free(ctx, MEM_COMM, B->buf[b], (B->hi[b] - B->lo[b]) * sizeof(float));
+    pool_put(s, B->buf[b]);
     B->buf[b] = NULL;
     for (int grp = 0; grp < s->plan.groups; grp++)
         if (B->of_group[grp] == b) s->g->ggrads[grp] = NULL;

@@ -11,7 +11,7 @@ set grid
 # Every figure says where its data come from, in a footer under the axis label.
 footer = sprintf("measured on %s, %s", machine, run_date)
 FOOT = 'at screen 0.99, screen 0.012 right font ",9" textcolor rgb "#444444"'
-bench = "bench model: L=4 C=512 T=64 V=256, batch 1 per rank, 12.8M parameters (51 MB of fp32 gradients)"
+bench = "bench model: L=12 C=256 T=64 V=256, batch 1 per rank, 9.56M parameters (38 MB of fp32 gradients)"
 strategies = "ddp zero1 zero2 zero3 fsdp"
 # One colour per strategy, the same in every figure (Paul Tol's bright scheme).
 scol(s) = s eq "ddp" ? 0x4477AA : s eq "zero1" ? 0x66CCEE : s eq "zero2" ? 0x228833 : \
@@ -29,6 +29,8 @@ stats f using (strcol(1) eq "no-overlap" ? $6 : NaN) nooutput
 no_hi = STATS_max
 stats f using (strcol(1) eq "overlap" ? $2 : NaN) nooutput
 bmin = STATS_min; bmax = STATS_max
+stats f using 6 nooutput
+slowest = STATS_max  # the slowest round of any configuration
 set output dir."/bucket_sweep.png"
 set terminal pngcairo size 1000,950 noenhanced font ",11"
 set multiplot layout 2,1 title "DDP on 2 ranks: gradient buckets all-reduced while backward runs\n".bench
@@ -37,21 +39,22 @@ set xrange [bmin / 1.5 : bmax * 1.5]
 set xtics ("0.25" 0.25, "0.5" 0.5, "1" 1, "2" 2, "4" 4, "8" 8, "16" 16, "32" 32, "64" 64)
 unset xlabel
 set bmargin 2
-set title "step time (median of the rounds; bars: the slowest and fastest round; numbers: buckets per step)"
+set title "step time (median of the rounds; bars: the fastest and slowest round; numbers at the bottom: buckets per step)"
 set ylabel "ms per step"
-set yrange [0:*]
-set key bottom right box opaque
+set yrange [0:slowest * 1.45]  # headroom for the key above the data
+set key inside top right box opaque
 set style fill transparent solid 0.15 noborder
 plot '+' using 1:(no_lo):(no_hi) with filledcurves lc rgb "#999999" notitle, \
      no_ms with lines dt 2 lw 2 lc rgb "#555555" title sprintf("no overlap: one all-reduce after backward, %.1f ms", no_ms), \
      f using (strcol(1) eq "overlap" ? $2 : NaN):4:5:6 with yerrorlines pt 7 lw 2 lc rgb "#4477AA" \
          title "overlapped: a bucket all-reduced as soon as backward completes it", \
-     f using (strcol(1) eq "overlap" ? $2 : NaN):4:(sprintf("%d", $3)) with labels offset 0,1.2 \
+     f using (strcol(1) eq "overlap" ? $2 : NaN):(slowest * 0.06):(sprintf("%d", $3)) with labels \
          textcolor rgb "#4477AA" notitle
 set title "share of the communication time spent while the rank computed (mean of the 2 ranks)"
 set ylabel "overlap (%)"
 set yrange [0:100]
-set xlabel "gradient bucket size (MB = 10^6 bytes, log scale); the whole gradient: 51 MB"
+set key inside bottom left box opaque
+set xlabel "gradient bucket size (MB = 10^6 bytes, log scale); the whole gradient: 38 MB"
 set bmargin 5
 set label 100 footer @FOOT
 plot f using (strcol(1) eq "overlap" ? $2 : NaN):8 with linespoints pt 7 lw 2 lc rgb "#4477AA" \
@@ -85,7 +88,7 @@ vcol(v) = v eq "met" ? 0x228833 : v eq "MISSED" ? 0xEE6677 : 0xBBBBBB
 set bmargin 6
 set label 100 footer @FOOT
 plot f using 0:2:(vcol(strcol(9))):xtic(1) with boxes lc rgb variable notitle, \
-     f using 0:2:3:4 with yerrorbars ps 0 lc rgb "black" notitle, \
+     f using 0:2:3:4 with yerrorbars pt 7 ps 0.5 lc rgb "black" notitle, \
      f using 0:4:(sprintf("%.2f×", $7)) with labels offset 0,0.8 notitle, \
      ddp_ms * 1.05 with lines dt 2 lw 2 lc rgb "#228833" title "ZeRO-1/2 target: DDP + 5 %", \
      ddp_ms * 1.25 with lines dt 2 lw 2 lc rgb "#AA3377" title "ZeRO-3/FSDP target: DDP + 25 %", \
@@ -125,8 +128,8 @@ do for [t in traces] {
     stats dir."/timelines.txt" using (strcol(1) eq t ? $5 : NaN) nooutput
     ov = STATS_max
     set output sprintf("%s/timeline_%s.png", dir, t)
-    set terminal pngcairo size 1200, 200 + 95 * nr noenhanced font ",11"
-    set title sprintf("%s — one step, %d ranks; communication hidden behind compute: %.0f %% (mean of the ranks)\n%s", \
+    set terminal pngcairo size 1200, 220 + 95 * nr noenhanced font ",11"
+    set title sprintf("%s — one step, %d ranks\ncommunication hidden behind compute: %.0f %% (mean of the ranks)\n%s", \
                       tname(t), nr, ov, bench)
     set xlabel "time since the step began (ms); b: bucket, u: unit; blank: not traced (AdamW, the data, bookkeeping)"
     unset ylabel
@@ -200,7 +203,7 @@ set xlabel "ranks N"
 set yrange [0:*]
 set xrange [1.7:8.3]
 set xtics 1
-set key bottom right box opaque
+set key inside bottom right box opaque
 set label 100 footer @FOOT
 plot f using (strcol(1) eq "zero3" ? $2 : NaN):($6 / 1e6) with lines lw 2 lc rgb "#AA3377" \
          title "(3Ψ - head)(N-1)/N x 4 B: zero3, fsdp (head = embeddings + ln_f, kept gathered)", \
@@ -212,17 +215,34 @@ unset label 100
 set autoscale
 
 # ---------------------------------------------------------------- 6. FSDP wrapping
+# Two panels over the same k: what a bigger unit costs in memory, and what it does to time
+# (several k can share one memory peak, so a scatter of one against the other hides them).
 f = dir."/fsdp_units.txt"
+set autoscale
+stats f using 2 nooutput
+nk = STATS_records
 set output dir."/fsdp_units.png"
-set title "FSDP wrapping on 2 ranks: bigger units gather more at once, in fewer collectives\n".bench
-set xlabel "peak of the communication buffers per rank (MB): gathered units + gradient buckets"
-set ylabel "ms per step (median of the rounds; bars: fastest and slowest)"
-set xrange [0:*]
+set terminal pngcairo size 1100,600 noenhanced font ",11"
+set multiplot layout 1,2 title "FSDP wrapping on 2 ranks: --fsdp-unit-layers k layer groups per unit (k = 14: the whole model)\n".bench
+set style fill solid 0.8 border -1
+set boxwidth 0.6
+set xrange [-0.6:nk - 0.4]
+set offsets 0, 0, graph 0.1, 0
+set grid ytics noxtics
+unset key
+unset xlabel
+set xtics nomirror
+set bmargin 5
+set title "peak of the communication buffers per rank\n(gathered units + gradient buckets, largest rank)"
+set ylabel "MB"
 set yrange [0:*]
-set offsets graph 0.08, graph 0.15, graph 0.1, 0
-set xtics autofreq
-set key bottom right box opaque
+plot f using 0:4:xtic(sprintf("k=%d\n%d unit%s", $2, $3, $3 == 1 ? "" : "s")) with boxes lc rgb "#CCBB44", \
+     f using 0:4:(sprintf("%.1f", $4)) with labels offset 0,0.8
+set title "step time\n(median of the rounds; bars: fastest and slowest round)"
+set ylabel "ms per step"
 set label 100 footer @FOOT
-plot f using 4:6:7:8 with yerrorbars pt 7 ps 1.6 lw 2 lc rgb "#EE6677" title "--fsdp-unit-layers k", \
-     f using 4:6:(sprintf("k=%d: %d unit%s", $2, $3, $3 == 1 ? "" : "s")) with labels offset 0,1.5 notitle
+plot f using 0:6:xtic(sprintf("k=%d\n%d unit%s", $2, $3, $3 == 1 ? "" : "s")) with boxes lc rgb "#EE6677", \
+     f using 0:6:7:8 with yerrorbars pt 7 ps 0.5 lc rgb "black", \
+     f using 0:8:(sprintf("%.1f", $6)) with labels offset 0,0.8
+unset multiplot
 unset label 100

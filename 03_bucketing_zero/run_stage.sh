@@ -35,21 +35,22 @@ rm -f "$out/run.info"  # written again once the data are complete
 # take whatever files are there as one run.
 rm -f "$out"/*.txt "$out"/*.log "$out"/*.png "$out"/*.dat "$out"/timelines/trace_*
 
-# The bench model: 12.8M parameters, 51 MB of fp32 gradients against ~95 ms of compute
-# per step on one core, so the all-reduce (~20 ms on 2 ranks here) matters.
-BL=4 BC=512 BH=8 BT=64 BV=256
-bench=(--layers $BL --width $BC --heads $BH --seq $BT --vocab $BV --batch 1)
+# The bench model: 9.56M parameters, 38 MB of fp32 gradients in 14 layer groups of about
+# 3.2 MB (so buckets of 0.25 to 64 MB hold 1 to 14 groups), against ~60 ms of compute per
+# step on one core, so the communication (15-20 ms on 2 ranks here) matters.
+BL=12 BC=256 BH=4 BT=64 BV=256
+bench=(--layers "$BL" --width "$BC" --heads "$BH" --seq "$BT" --vocab "$BV" --batch 1)
 # The small preset (as common/ and memcalc define it), for memory and bytes against N.
 SL=4 SC=256 SH=4 ST=128 SV=256 SB=4
 rounds=5 steps=12 warmup=2 demo_steps=20
 buckets="0.25 0.5 1 2 4 8 16 32 64"
 ranks="1 2 3 4 5 6 7 8"
-units="1 2 3 6"
+units="1 2 3 7 14"
 if [ "${QUICK:-0}" = 1 ]; then
     rounds=2 steps=6 demo_steps=6
     buckets="0.5 4 64"
     ranks="1 2 4"
-    units="1 6"
+    units="1 14"
 fi
 
 tmp=$(mktemp -d)
@@ -147,8 +148,10 @@ echo "# config round ms_per_step tokens_per_s overlap_pct buckets: every run of 
 sweep "$raw" "${cfgs[@]}"
 {
     echo "# DDP on 2 ranks, bench model ($model_note)."
-    echo "# $timing_note. overlap: the share of the communication time spent while the rank computed"
-    echo "# (mean of the ranks, median of the rounds); buckets: all-reduces launched per step;"
+    echo "# $timing_note."
+    echo "# overlap: the share of the communication time spent while the rank computed (mean of the ranks,"
+    echo "# median of the rounds); buckets: all-reduces launched per step (a layer group is never split:"
+    echo "# a bucket below one block, $(awk -v c=$BC 'BEGIN {printf "%.1f", 4 * (12 * c * c + 13 * c) / 1e6}') MB, holds one group);"
     echo "# speedup: no-overlap's median ms / this one's. bucket_MB: MB = 1e6 bytes; 'all': --no-overlap,"
     echo "# one all-reduce of every gradient after backward (stage 02)."
     printf '%-10s %9s %7s %11s %9s %9s %10s %10s %8s\n' "#config" "bucket_MB" "buckets" "ms/step" "ms_min" \
@@ -180,8 +183,8 @@ summarize "$raw" >"$tmp/strategies.sum"
     echo "# medians; rounds_met: in how many rounds the same comparison, within the round, met it."
     printf '%-18s %9s %8s %8s %9s %10s %7s %8s %7s %10s\n' "#config" "ms/step" "ms_min" "ms_max" "tokens/s" \
         "overlap_%" "vs_ddp" "target" "verdict" "rounds_met"
+    ref=$(awk '$1 == "ddp" {print $3}' "$tmp/strategies.sum")
     while read -r name _ med lo hi tok ov _; do
-        ref=$(awk '$1 == "ddp" {print $3}' "$tmp/strategies.sum")
         case $name in
             ddp-no-overlap) target='>1.00' ;;
             zero1 | zero2) target='<=1.05' ;;
@@ -236,7 +239,8 @@ for n in $ranks; do
     printf '  %s ranks:' "$n"
     for s in ddp zero1 zero2 zero3 fsdp; do
         log=$tmp/mem_${s}_$n.log
-        train "$log" --np "$n" --strategy "$s" --preset small --batch "$SB" --steps 2 --warmup 1
+        train "$log" --np "$n" --strategy "$s" --preset small --batch "$SB" --steps 2 --warmup 1 \
+            --bucket-mb 1
         # the largest rank's model states, with its breakdown; comm: the largest peak
         awk -v s="$s" -v n="$n" '
             /^MEM / {delete v; for (i = 2; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2] + 0}
@@ -274,7 +278,8 @@ predict() {  # predict STRATEGY N -> bytes of params + grads + optimizer per ran
 }
 {
     echo "# Memory per rank, small preset (L=$SL C=$SC T=$ST V=$SV: Ψ = $psi parameters), batch $SB per rank, buckets"
-    echo "# of 25 MB (more than the whole gradient: one bucket). Bytes, the ledger's peaks of the largest rank."
+    echo "# of 1 MB (each layer group alone: with the default 25 MB, one bucket would hold the whole gradient,"
+    echo "# and so would ZeRO-2 during backward). Bytes, the ledger's peaks of the largest rank."
     echo "# states = params + grads + optimizer (fp32: 4 + 4 + 8 bytes per parameter kept); predicted: build/memcalc"
     echo "# --recipe course --zero 0/1/2/3 --dp N (ddp, zero1, zero2, zero3); fsdp: 16 x Σu ceil(|u|/N) over its units"
     echo "# (embeddings, each block, ln_f; each unit padded to N blocks), not memcalc's ceil(Ψ/N)."
@@ -314,7 +319,8 @@ sweep "$raw" "${cfgs[@]}"
     echo "# FSDP on 2 ranks, bench model ($model_note): --fsdp-unit-layers k groups per unit"
     echo "# (groups: the embeddings, $BL blocks, ln_f; k = $((BL + 2)): the whole model as one unit)."
     echo "# comm_MB: the peak of the comm buffers (gathered units + gradient buckets, one per unit), largest"
-    echo "# rank; states_MB: params + grads + optimizer (sharded); $timing_note."
+    echo "# rank; states_MB: params + grads + optimizer (sharded), largest rank."
+    echo "# $timing_note."
     printf '%-4s %3s %6s %9s %10s %9s %8s %8s %10s\n' "#k" "k" "units" "comm_MB" "states_MB" "ms/step" "ms_min" \
         "ms_max" "overlap_%"
     summarize "$raw" | while read -r name _ med lo hi _ ov _; do

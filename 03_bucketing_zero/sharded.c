@@ -29,6 +29,50 @@ double sharded_sum_squares(const Sharded *s, const float *shard) {
     return sum;
 }
 
+// ---------------------------------------------------------------- the buffer pool
+
+float *pool_get(Sharded *s, size_t elems, int zero) {
+    Ctx *ctx = s->g->ctx;
+    int best = -1;  // the smallest free buffer that is large enough
+    for (int i = 0; i < s->n_pool; i++)
+        if (!s->pool[i].used && s->pool[i].elems >= elems &&
+            (best < 0 || s->pool[i].elems < s->pool[best].elems))
+            best = i;
+    if (best < 0) {
+        CHECK(s->n_pool < POOL_MAX, "the buffer pool holds %d buffers already", POOL_MAX);
+        best = s->n_pool++;
+        s->pool[best] = (PoolBuf){.buf = mem_alloc(ctx, MEM_COMM, elems * sizeof(float)),
+                                  .elems = elems};  // comes zeroed
+    } else {
+        // On a GPU, kernels queued earlier may still read it: wait for them first.
+        if (s->pool[best].released) gpu_event_sync(s->pool[best].released);
+        s->pool[best].released = NULL;
+        if (zero) ctx->ops->memset0(ctx, s->pool[best].buf, elems * sizeof(float));
+    }
+    s->pool[best].used = 1;
+    return s->pool[best].buf;
+}
+
+void pool_put(Sharded *s, float *buf) {
+    for (int i = 0; i < s->n_pool; i++)
+        if (s->pool[i].buf == buf) {
+            CHECK(s->pool[i].used, "a pool buffer given back twice");
+            s->pool[i].used = 0;
+            if (s->g->ctx->device == DEV_CUDA)
+                s->pool[i].released = gpu_event_after_compute(s->g->ctx);
+            return;
+        }
+    DIE("pool_put: %p is not a pool buffer", (void *)buf);
+}
+
+static void pool_free_all(Sharded *s) {
+    for (int i = 0; i < s->n_pool; i++) {
+        if (s->pool[i].released) gpu_event_sync(s->pool[i].released);
+        mem_free(s->g->ctx, MEM_COMM, s->pool[i].buf, s->pool[i].elems * sizeof(float));
+    }
+    s->n_pool = 0;
+}
+
 // ---------------------------------------------------------------- hooks and timeline
 
 // The compute between two hook calls is recorded as one span, named after the
@@ -242,8 +286,8 @@ static void destroy(GPT *g, void *arg) {
     for (int b = 0; b < B->n; b++) {
         if (B->task[b]) coll_wait(s->ac, B->task[b]);
         if (B->replica[b]) coll_wait(s->ac, B->replica[b]);
-        if (B->buf[b]) mem_free(ctx, MEM_COMM, B->buf[b], (B->hi[b] - B->lo[b]) * sizeof(float));
     }
+    pool_free_all(s);
     for (int i = 0; i < s->n_opt; i++) adamw_free(&s->opt[i], g);
     if (s->pshard) mem_free(ctx, MEM_PARAMS, s->pshard, s->plan.shard_elems * sizeof(float));
     if (s->gshard) mem_free(ctx, MEM_GRADS, s->gshard, s->plan.shard_elems * sizeof(float));

@@ -89,6 +89,20 @@ typedef struct {
 
 typedef enum { UNIT_FREE = 0, UNIT_GATHERING, UNIT_READY } UnitState;
 
+// Gathered units and gradient buckets come and go every layer. Allocating and
+// freeing them each time costs page faults on the CPU (the kernel zeroes every
+// page handed back in) and a device-wide synchronisation on a GPU (cudaFree), so
+// the engine keeps the buffers it has made and reuses them, as PyTorch's caching
+// allocator does. The ledger charges what the pool holds (MEM_COMM): the memory
+// the process really keeps, at most the working set's peak.
+#define POOL_MAX 64
+typedef struct {
+    float *buf;
+    size_t elems;
+    int used;
+    void *released;        // GPU: an event after the kernels that last used it
+} PoolBuf;
+
 typedef struct Sharded {
     ShardConfig cfg;
     Comm *c;
@@ -116,6 +130,8 @@ typedef struct Sharded {
     int *use_op;           // the first call of the op each call belongs to (the LM head
                            // announces two groups before it computes)
     int n_use, use_at, fwd_uses;
+    PoolBuf pool[POOL_MAX];
+    int n_pool;
     // Bytes this rank sent in the last step (all collectives).
     unsigned long long step_bytes, base_bytes;
     // The compute span in progress on the timeline (sharded.c).
@@ -165,6 +181,8 @@ void unit_gather_start(Sharded *s, int u);   // allocate, put this rank's block 
 void unit_gather_wait(Sharded *s, int u);    // wait, then point the unit's groups at it
 void unit_free(Sharded *s, int u);
 
-// sharded.c: this rank's block of flat elements [lo, hi) (see plan_blocks) and the
-// sum of squares of the real (unpadded) elements of gshard.
+// sharded.c: the sum of squares of the real (unpadded) elements of a shard buffer.
 double sharded_sum_squares(const Sharded *s, const float *shard);
+// A buffer of at least `elems` floats from the pool (zeroed when `zero`), and back.
+float *pool_get(Sharded *s, size_t elems, int zero);
+void pool_put(Sharded *s, float *buf);

@@ -1,12 +1,12 @@
 // units.c — stage 3's weights: a unit gathered from its shards, and freed.
 //
 // A rank keeps only its block of each unit (pshard). Before the model uses any
-// group of a unit, the unit is rebuilt in a buffer of its own (charged to
-// MEM_COMM: it is the all-gather's receive buffer, and the working set the
-// lesson accounts for): this rank's block copied in, the others' all-gathered.
-// The model then finds the unit's groups there (gparams). Freeing it puts the
-// memory back and leaves the groups pointing nowhere, so a use without a gather
-// is caught at once (model.c checks).
+// group of a unit, the unit is rebuilt in a buffer from the pool (MEM_COMM: it is
+// the all-gather's receive buffer, and the working set the lesson accounts for):
+// this rank's block copied in, the others' all-gathered. The model then finds the
+// unit's groups there (gparams). Freeing it gives the buffer back to the pool and
+// leaves the groups pointing nowhere, so a use without a gather is caught at once
+// (model.c checks).
 #include <stdio.h>
 
 #include "check.h"
@@ -20,7 +20,7 @@ void unit_gather_start(Sharded *s, int u) {
     size_t lo = P->unit_lo[u], hi = P->unit_hi[u], mine;
     Blocks blk;
     plan_blocks(P, lo, hi, &blk, &mine);
-    float *buf = mem_alloc(ctx, MEM_COMM, (hi - lo) * sizeof(float));
+    float *buf = pool_get(s, hi - lo, 0);  // no zeroing: the gather writes every element
     size_t n = blk.hi[P->r] - blk.lo[P->r];
     ctx->ops->copy(ctx, buf + blk.lo[P->r], s->pshard + mine, n * sizeof(float));
     char label[40];
@@ -47,8 +47,7 @@ void unit_free(Sharded *s, int u) {
         coll_wait(s->ac, s->unit_task[u]);
         s->unit_task[u] = NULL;
     }
-    mem_free(s->g->ctx, MEM_COMM, s->unit_buf[u],
-             (s->plan.unit_hi[u] - s->plan.unit_lo[u]) * sizeof(float));
+    pool_put(s, s->unit_buf[u]);
     s->unit_buf[u] = NULL;
     s->unit_state[u] = UNIT_FREE;
     for (int grp = 0; grp < s->plan.groups; grp++)

@@ -359,6 +359,12 @@ extern "C" void gpu_comm_after(GpuComm *gc, void *event) {
     CUDA_CHECK(cudaEventDestroy(ev));  // legal while pending: freed once it has fired
 }
 
+extern "C" void gpu_event_sync(void *event) {
+    cudaEvent_t ev = (cudaEvent_t)event;
+    CUDA_CHECK(cudaEventSynchronize(ev));
+    CUDA_CHECK(cudaEventDestroy(ev));
+}
+
 extern "C" int gpu_is_device_pointer(const void *p) {
     cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {

@@ -117,6 +117,8 @@ void gpu_all_gather_v(GpuComm *gc, void *buf, size_t count, const size_t *lo, co
 void gpu_comm_own_stream(GpuComm *gc);
 void *gpu_event_after_compute(Ctx *ctx);
 void gpu_comm_after(GpuComm *gc, void *event);
+// Blocks the host until the event has fired, then frees it.
+void gpu_event_sync(void *event);
 // 1 if p is device (or managed) memory. Host collectives then must not touch it.
 int gpu_is_device_pointer(const void *p);
 

@@ -98,3 +98,8 @@ int gpu_is_device_pointer(const void *p) {
     (void)p;
     return 0;  // without CUDA there is no device memory
 }
+
+void gpu_event_sync(void *event) {
+    (void)event;
+    NO_CUDA;
+}

@@ -64,6 +64,16 @@ describe() {
         ddp_scaling.txt) echo "DDP on the small preset, batch 4 per rank: tokens/s of the whole job and ms per step (medians after 3 warm-up steps)." ;;
         ddp_demo.log) echo "The DDP demo's log: 4 ranks train the small GPT (loss, ms, tokens/s, MFU, memory per category)." ;;
         fit.log) echo "gnuplot's messages while fitting." ;;
+        demo_zero2.log) echo "The stage-03 demo's log: ZeRO-2 on 4 ranks trains the small GPT (loss, ms, tokens/s, memory per category; every rank's MEM and BYTES lines)." ;;
+        bucket_sweep.txt) echo "DDP on 2 ranks, bench model: ms per step against the gradient bucket size (MB = 10⁶ B), overlapped, beside --no-overlap (one all-reduce after backward); medians of the interleaved rounds, their min and max, tokens/s, the overlap % (communication time spent while computing), and the speed-up over no overlap." ;;
+        bucket_sweep_runs.txt) echo "Every run of the bucket sweep: configuration, round, ms per step, tokens/s, overlap %, buckets per step." ;;
+        strategies.txt) echo "Every strategy on 2 ranks, bench model: median ms per step (min, max of the rounds), tokens/s, overlap %, the ratio to overlapped DDP, the target, met or MISSED, and in how many rounds it was met." ;;
+        strategies_runs.txt) echo "Every run of the strategy comparison: configuration, round, ms per step, tokens/s, overlap %, buckets per step." ;;
+        timelines.txt) echo "One traced step per configuration, 2 ranks: ms per step, ms in collectives, of it hidden behind compute, overlap %. The traces, timelines/trace_*.json, open in https://ui.perfetto.dev." ;;
+        memory.txt) echo "Memory per rank against N (small preset): the largest rank's params, grads and optimizer (bytes), their sum against the prediction (memcalc; FSDP: its padded formula), the difference in %, and the peak of the comm buffers." ;;
+        bytes.txt) echo "Bytes each rank sent per step against N (small preset, ring): mean, min and max over the ranks, the formula 2Ψ(N−1)/N or (3Ψ − head)(N−1)/N in bytes, and measured / formula." ;;
+        fsdp_units.txt) echo "FSDP on 2 ranks, bench model, --fsdp-unit-layers k: units, the peak of the comm buffers (gathered units + buckets) and of the sharded states (MB), median ms per step (min, max), overlap %." ;;
+        fsdp_units_runs.txt) echo "Every run of the FSDP wrapping sweep: configuration, round, ms per step, tokens/s, overlap %, buckets per step." ;;
         *.dat) echo "Plot data (columns as in its first lines)." ;;
         *) echo "" ;;
     esac
@@ -128,6 +138,55 @@ summary_02() {
         local loss
         loss=$(sed -n 's/.*done: loss \([0-9.]*\) -> \([0-9.]*\).*/\1 → \2/p' "$g" | head -n1)
         echo "| 02 | DDP demo, 4 ranks: loss (nats) | ${loss:-no summary line} | falls (uniform guess 5.55) | $(verdict "$(echo "$loss" | awk '{print ($3 + 0 > 0 && $3 < $1)}')") | $(short "$1") |"
+    fi
+}
+
+summary_03() {
+    local s=$1/strategies.txt b=$1/bucket_sweep.txt m=$1/memory.txt y=$1/bytes.txt g=$1/demo_zero2.log
+    if [ -f "$s" ]; then
+        # rows "config ms min max tok/s overlap vs_ddp target verdict rounds_met"
+        awk -v src="$(short "$1")" '
+            !/^#/ && NF >= 10 {ms[$1] = $2; r[$1] = $7; t[$1] = $8; v[$1] = $9; k[$1] = $10}
+            function row(what, x, target) {
+                if (!(x in ms)) { printf "| 03 | %s | not in strategies.txt | %s | **MISSED** | %s |\n", what, target, src; return }
+                printf "| 03 | %s | %.1f ms vs DDP %.1f ms = **%.2f×** (met in %s rounds) | %s | %s | %s |\n",
+                       what, ms[x], ms["ddp"], r[x], k[x], target, v[x] == "met" ? "met" : "**MISSED**", src }
+            END {
+                row("DDP without overlap (one all-reduce after backward) vs overlapped, 25 MB buckets; 2 ranks, bench model", "ddp-no-overlap", "overlapped faster (> 1.00×)")
+                row("ZeRO-1 step time vs DDP", "zero1", "≤ 1.05×")
+                row("ZeRO-2 step time vs DDP", "zero2", "≤ 1.05×")
+                row("ZeRO-3 (prefetch) step time vs DDP", "zero3", "≤ 1.25×")
+                row("FSDP (prefetch, a unit per layer group) step time vs DDP", "fsdp", "≤ 1.25×") }' "$s"
+    fi
+    if [ -f "$b" ]; then
+        # rows "overlap|no-overlap bucket_MB buckets ms min max tok/s overlap% speedup"
+        awk -v src="$(short "$1")" '
+            !/^#/ && $1 == "no-overlap" {no = $4}
+            !/^#/ && $1 == "overlap" {n++; if (n == 1 || $4 < best) {best = $4; mb = $2; ov = $8; sp = $9}}
+            END {
+                if (!n) exit
+                printf "| 03 | DDP bucket size, 2 ranks, bench model: the fastest | %s MB: %.1f ms/step, overlap %.0f %%, vs %.1f ms without overlap (%.2f× faster) | a bucket size that overlaps beats none (no pass/fail) | — | %s |\n",
+                       mb, best, ov, no, sp, src }' "$b"
+    fi
+    if [ -f "$m" ]; then
+        local rows bad lo hi
+        read -r rows bad lo hi < <(awk '!/^#/ && NF >= 9 {rows++; if ($8 != "+0.00" && $8 != "-0.00") bad++
+                                                          if (rows == 1 || $2 < lo) lo = $2; if ($2 > hi) hi = $2}
+                                        END {print rows + 0, bad + 0, lo + 0, hi + 0}' "$m")
+        echo "| 03 | memory per rank (params + grads + optimizer; ddp, ZeRO-1/2/3, FSDP at N = $lo..$hi) vs memcalc (FSDP: its padded formula) | $((rows - bad)) of $rows equal | equal in every row | $(verdict "$([ "$bad" -eq 0 ] && [ "$rows" -gt 0 ] && echo 1 || echo 0)") | $(short "$1") |"
+    fi
+    if [ -f "$y" ]; then
+        awk -v src="$(short "$1")" '
+            !/^#/ && NF >= 7 && $6 > 0 {n++; d = $3 / $6 - 1; if (d < 0) d = -d; if (d > worst) worst = d}
+            END {
+                if (!n) exit
+                printf "| 03 | bytes sent per rank per step vs 2Ψ(N−1)/N (ddp, ZeRO-1/2) and (3Ψ − head)(N−1)/N (ZeRO-3, FSDP) | %d rows, largest deviation %.2g %% | within 0.1 %% | %s | %s |\n",
+                       n, 100 * worst, worst < 1e-3 ? "met" : "**MISSED**", src }' "$y"
+    fi
+    if [ -f "$g" ]; then
+        local loss
+        loss=$(sed -n 's/.*done: loss \([0-9.]*\) -> \([0-9.]*\).*/\1 → \2/p' "$g" | head -n1)
+        echo "| 03 | ZeRO-2 demo, 4 ranks: loss (nats) | ${loss:-no summary line} | falls (uniform guess 5.55) | $(verdict "$(echo "$loss" | awk '{print ($3 + 0 > 0 && $3 < $1)}')") | $(short "$1") |"
     fi
 }
 
@@ -213,6 +272,7 @@ stages=$( { ls -d "$committed"/[0-9][0-9]_*/ "$now"/[0-9][0-9]_*/ 2>/dev/null ||
             00_core) summary_core "$src" ;;
             01_memory_wall) summary_01 "$src" ;;
             02_ddp_allreduce) summary_02 "$src" ;;
+            03_bucketing_zero) summary_03 "$src" ;;
             *) echo "| $st | (no headline numbers defined; see below) | | | | $(short "$src") |" ;;
         esac
     done

@@ -44,6 +44,6 @@ outputs_note() {
         echo "outputs: $1/ — the course's committed run, rewritten (review git diff before committing)"
     else
         echo "outputs: $1/ (yours; untracked). The course's own measured run, which the lessons"
-        echo "quotes, stays in results/$(basename "$1")/; \`make report\` sets them side by side."
+        echo "quote, stays in results/$(basename "$1")/; \`make report\` sets them side by side."
     fi
 }

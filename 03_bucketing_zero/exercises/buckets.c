@@ -42,7 +42,8 @@ void buckets_on_grad_ready(GPT *g, int group, void *arg) {
 // Before backward writes `group`'s gradients. Only zero2/3, fsdp and hsdp keep no
 // flat gradient buffer (sharded_grads(s)); for them:
 // - if the group's bucket has no buffer (s->buckets.buf[b] == NULL), make one:
-//   mem_alloc(s->g->ctx, MEM_COMM, elements * sizeof(float)) (it comes zeroed), and
+//   pool_get(s, elements, 1) (a zeroed buffer from the engine's pool: backward adds
+//   into gradients, so they must start at zero), and
 //   point every group k of the bucket at its place in it:
 //   s->g->ggrads[k] = buf + (g->group_offset[k] - lo[b]);
 // - but first make room: a launched bucket (task[q] != NULL) that is done
