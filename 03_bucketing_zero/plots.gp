@@ -180,7 +180,7 @@ plot for [i = 1:5] f using (strcol(1) eq word(strategies, i) ? $2 : NaN):($7 / 1
          dt 1 + 2 * (i == 5) lw 2 lc rgb scol(word(strategies, i)) notitle, \
      for [i = 1:5] f using (strcol(1) eq word(strategies, i) ? $2 : NaN):($6 / 1e6) with points \
          pt spt(i) ps 1.6 lc rgb scol(word(strategies, i)) title word(strategies, i)
-set title "communication buffers: gradient buckets (25 MB cap: here one bucket, the whole gradient), and gathered units"
+set title "communication buffers: gradient buckets (1 MB cap: one layer group each) and gathered units, in the pool"
 set ylabel "MB per rank (peak)"
 set xlabel "ranks N (on 2 cores: beyond 2 they share them, which changes the time, not the memory)"
 set bmargin 5
