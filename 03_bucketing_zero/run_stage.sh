@@ -180,13 +180,15 @@ summarize "$raw" >"$tmp/strategies.sum"
     echo "# Every strategy on 2 ranks, bench model ($model_note), buckets of 25 MB (the default)."
     echo "# $timing_note."
     echo "# vs_ddp: this median ms / overlapped DDP's median ms (> 1: slower). target: on vs_ddp; verdict on the"
-    echo "# medians; rounds_met: in how many rounds the same comparison, within the round, met it."
+    echo "# medians; rounds_met: in how many rounds the same comparison, within the round, met it. Overlapped"
+    echo "# DDP counts as faster only by more than 2 % (no-overlap's vs_ddp > 1.02): medians of 12 steps move"
+    echo "# by that much between rounds of one configuration here."
     printf '%-18s %9s %8s %8s %9s %10s %7s %8s %7s %10s\n' "#config" "ms/step" "ms_min" "ms_max" "tokens/s" \
         "overlap_%" "vs_ddp" "target" "verdict" "rounds_met"
     ref=$(awk '$1 == "ddp" {print $3}' "$tmp/strategies.sum")
     while read -r name _ med lo hi tok ov _; do
         case $name in
-            ddp-no-overlap) target='>1.00' ;;
+            ddp-no-overlap) target='>1.02' ;;  # "faster" beyond a median's noise here (2 %)
             zero1 | zero2) target='<=1.05' ;;
             zero3 | fsdp) target='<=1.25' ;;
             *) target='-' ;;
