@@ -32,9 +32,13 @@ static int g_ncomms;
 
 int mpi_launch_init(int *rank, int *size) {
     int provided;
-    // FUNNELED: helper threads (OpenMP, async checkpoints) may exist, but only
-    // the main thread calls MPI.
-    MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided));
+    // SERIALIZED: MPI is called by one thread at a time, but not always the main
+    // one: stage 03's progress thread runs the collectives while it owns the Comm
+    // (comm_bind_thread keeps the others out).
+    MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided));
+    CHECK(provided >= MPI_THREAD_SERIALIZED, "this MPI library provides thread level %d, below "
+          "MPI_THREAD_SERIALIZED (%d), which the progress thread of stage 03 needs", provided,
+          MPI_THREAD_SERIALIZED);
     // The default handler aborts the job with a terse message; returning the
     // error lets MPI_CHECK name the call, the file and the rank.
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
