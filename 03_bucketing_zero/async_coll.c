@@ -54,12 +54,8 @@ static void run_gpu(CollTask *t) {
 
 static void run(AsyncComm *a, CollTask *t) {
     double t0 = now_seconds();
-    if (t->gpu) {
-        run_gpu(t);
-        timeline_span(a->tl, TL_COMM, t->label, t0, now_seconds());
-        return;
-    }
-    switch (t->kind) {
+    if (t->gpu) run_gpu(t);
+    else switch (t->kind) {
         case TASK_ALLREDUCE: allreduce(a->c, t->g, t->buf, t->count, t->dt, t->algo); break;
         case TASK_REDUCE_SCATTER:
             reduce_scatter_v(a->c, t->g, t->buf, &t->blocks, t->dt, t->algo);

@@ -47,6 +47,13 @@ void bucket_launch(Sharded *s, int b) {
     B->launched[b] = 1;
 }
 
+void buckets_finish(Sharded *s) {
+    Buckets *B = &s->buckets;
+    for (int b = 0; b < B->n; b++)
+        if (!B->launched[b]) bucket_launch(s, b);
+    for (int b = 0; b < B->n; b++) bucket_retire(s, b);
+}
+
 void bucket_retire(Sharded *s, int b) {
     Buckets *B = &s->buckets;
     CHECK(B->launched[b] || !B->buf[b], "bucket %d retired before it was launched: its gradients "
@@ -67,14 +74,7 @@ void bucket_retire(Sharded *s, int b) {
     int r = s->plan.r;
     size_t n = blk.hi[r] - blk.lo[r];
     float *block = B->buf[b] + blk.lo[r];
-    if (B->task[b]) {
-        coll_wait(s->ac, B->task[b]);
-        B->task[b] = NULL;
-    }
-    if (B->replica[b]) {
-        coll_wait(s->ac, B->replica[b]);
-        B->replica[b] = NULL;
-    }    // Micro-batches accumulate in the shard: the first one copies.
+    // Micro-batches accumulate in the shard: the first one copies.
     if (s->micro == 0) ctx->ops->copy(ctx, s->gshard + mine, block, n * sizeof(float));
     else ctx->ops->accumulate(ctx, s->gshard + mine, block, 1.0f, n);
     pool_put(s, B->buf[b]);

@@ -15,8 +15,6 @@
 #include "check.h"
 #include "sharded.h"
 
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 void plan_build(ShardPlan *P, const GPT *g, const ShardConfig *cfg, int p, int r) {
     memset(P, 0, sizeof *P);
     int G = g->cfg.n_layer + 2;

@@ -18,8 +18,6 @@ int shard_kind_parse(const char *str, ShardKind *out) {
     return -1;
 }
 
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 double sharded_sum_squares(const Sharded *s, const float *shard) {
     Ctx *ctx = s->g->ctx;
     double sum = 0;  // the ranges in order, each summed by the backend in double
@@ -222,9 +220,7 @@ static void micro_begin(GPT *g, int micro, int accum, void *arg) {
     } else if (sharded_grads(s)) {
         // No flat buffer to accumulate in: the previous micro-batch's buckets go
         // into the shard now (the hook launched them only with overlap).
-        for (int b = 0; b < B->n; b++)
-            if (!B->launched[b]) bucket_launch(s, b);
-        for (int b = 0; b < B->n; b++) bucket_retire(s, b);
+        buckets_finish(s);
     }
     s->micro = micro;
     s->use_at = 0;
@@ -247,10 +243,7 @@ static double step(GPT *g, void *arg) {
               "(it must be freed after its last use)", u);
     double norm;
     if (s->cfg.kind == SH_DDP) {  // stage 02's step, the buckets finished first
-        Buckets *B = &s->buckets;
-        for (int b = 0; b < B->n; b++)
-            if (!B->launched[b]) bucket_launch(s, b);
-        for (int b = 0; b < B->n; b++) bucket_retire(s, b);
+        buckets_finish(s);
         g->ctx->ops->scale(g->ctx, g->grads, 1.0f / (float)s->world->size, g->n_params);
         norm = grad_global_norm(g);
         adamw_step(&s->opt[0], g, norm);

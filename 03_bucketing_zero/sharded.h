@@ -52,6 +52,8 @@ typedef struct {
 
 // ---------------------------------------------------------------- the plan (plan.c)
 
+static inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
 typedef struct {
     int groups;            // L + 2 layer groups: 0 embeddings, 1..L blocks, L+1 ln_f
     // Units: runs of consecutive groups that stage 3 gathers together.
@@ -165,6 +167,8 @@ void grads_need(Sharded *s, int group);
 // (zero2/3, fsdp, hsdp) adds this rank's block into gshard and frees the bucket.
 void bucket_launch(Sharded *s, int b);
 void bucket_retire(Sharded *s, int b);
+// Every bucket the hook did not launch launched, in order, then all retired.
+void buckets_finish(Sharded *s);
 int sharded_grads(const Sharded *s);    // 1: gradients live in gshard + buckets
 
 // zero_step.c (exercise, part 2): everything after the backward passes of a

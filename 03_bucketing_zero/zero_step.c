@@ -23,16 +23,13 @@
 
 double sharded_step(Sharded *s) {
     GPT *g = s->g;
-    Buckets *B = &s->buckets;
     Ctx *ctx = g->ctx;
     const ShardPlan *P = &s->plan;
     ShardKind kind = s->cfg.kind;
     float inv_n = 1.0f / (float)s->world->size;
 
     // 1. Every bucket launched, in order, and finished.
-    for (int b = 0; b < B->n; b++)
-        if (!B->launched[b]) bucket_launch(s, b);
-    for (int b = 0; b < B->n; b++) bucket_retire(s, b);
+    buckets_finish(s);
 
     // 2. The mean, over what this rank owns: range i of the optimizer starts at
     // element at(i) of the shard buffers (ZeRO: one range, at 0; FSDP: one per unit).

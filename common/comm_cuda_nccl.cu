@@ -144,36 +144,37 @@ void nccl_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root) {
 
 // Blocks of any size (stage 03's shards): NCCL's reduce-scatter and all-gather
 // want equal blocks, so member i's block is reduced to member i (ncclReduce)
-// and broadcast from it (ncclBroadcast), all in one group call, which NCCL runs
+// or broadcast from it (ncclBroadcast), all in one group call, which NCCL runs
 // as one fused operation.
-void nccl_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
+static void per_member(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt,
+                       int reduce) {
     int p = gc->g->size;
     size_t es = dtype_size(dt);
     unsigned char *b = (unsigned char *)buf;
+    const char *what = reduce ? "ncclReduce (reduce-scatter over blocks)"
+                              : "ncclBroadcast (all-gather over blocks)";
     if (count == 0) return;
     NCCL_CHECK(ncclGroupStart());
-    for (int i = 0; i < p; i++)
-        if (sp->len[i])
-            NCCL_CHECK(ncclReduce(b + sp->lo[i] * es, b + sp->lo[i] * es, sp->len[i],
-                                  nccl_type(dt), ncclSum, i, gc->nccl, gc->stream));
-    nccl_settle(gc, ncclGroupEnd(), "ncclReduce (reduce-scatter over blocks)");
-    gc_sync(gc, "running ncclReduce (reduce-scatter over blocks)", count * es);
+    for (int i = 0; i < p; i++) {
+        unsigned char *at = b + sp->lo[i] * es;
+        if (!sp->len[i]) continue;
+        if (reduce)
+            NCCL_CHECK(ncclReduce(at, at, sp->len[i], nccl_type(dt), ncclSum, i, gc->nccl,
+                                  gc->stream));
+        else
+            NCCL_CHECK(ncclBroadcast(at, at, sp->len[i], nccl_type(dt), i, gc->nccl, gc->stream));
+    }
+    nccl_settle(gc, ncclGroupEnd(), what);
+    gc_sync(gc, what, count * es);
     nccl_count(gc, (double)(p - 1) / p, count * es);
 }
 
+void nccl_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
+    per_member(gc, buf, count, sp, dt, 1);
+}
+
 void nccl_all_gather_v(GpuComm *gc, void *buf, size_t count, const Spans *sp, DType dt) {
-    int p = gc->g->size;
-    size_t es = dtype_size(dt);
-    unsigned char *b = (unsigned char *)buf;
-    if (count == 0) return;
-    NCCL_CHECK(ncclGroupStart());
-    for (int i = 0; i < p; i++)
-        if (sp->len[i])
-            NCCL_CHECK(ncclBroadcast(b + sp->lo[i] * es, b + sp->lo[i] * es, sp->len[i],
-                                     nccl_type(dt), i, gc->nccl, gc->stream));
-    nccl_settle(gc, ncclGroupEnd(), "ncclBroadcast (all-gather over blocks)");
-    gc_sync(gc, "running ncclBroadcast (all-gather over blocks)", count * es);
-    nccl_count(gc, (double)(p - 1) / p, count * es);
+    per_member(gc, buf, count, sp, dt, 0);
 }
 
 void nccl_free(GpuComm *gc) {

@@ -12,9 +12,8 @@
 #include "sharded.h"
 
 // Returns the global gradient norm.
-// 1. Finish the gradients: bucket_launch every bucket not launched yet
-//    (s->buckets.launched[b] == 0), in order b = 0, 1, ...; then bucket_retire
-//    every bucket. This rank's blocks now hold the sum over the ranks: in the flat
+// 1. Finish the gradients: buckets_finish(s) launches every bucket the hook did
+//    not, in order, and retires them all. This rank's blocks now hold the sum over the ranks: in the flat
 //    buffer for zero1 (g->grads + s->opt[0].begin), in s->gshard for the others.
 // 2. The mean: scale each owned range by 1/N, N = s->world->size
 //    (ctx->ops->scale(ctx, ptr, factor, elements)).
