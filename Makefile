@@ -36,6 +36,7 @@ NVCCFLAGS ?= $(NVCC_OPT) -std=c++17 -arch=sm_90
 NVCCFLAGS += -Icommon -I$(NCCL_HOME)/include -Xcompiler -Wall,-Wextra
 
 CORE := log dtype rng ledger flags safetensors safetensors_json safetensors_write ctx ops_cpu \
+        model_layout \
         model optim data perf comm comm_shm comm_tcp trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 
@@ -53,7 +54,8 @@ endif
 # are nvcc's; without nvcc their *_absent.c stand-ins say so at run time. The
 # probe's meaning (cuda_probe.c: skip or fail, which GPU a rank takes) is C, in
 # every build.
-CUDA_SRCS := ops_cuda ops_cuda_layers comm_cuda comm_cuda_nccl comm_cuda_ipc cuda_query
+CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_split comm_cuda comm_cuda_nccl comm_cuda_ipc \
+             cuda_query
 CUDA_OBJS := $(CUDA_SRCS:%=$(BUILD)/common/%.o)
 CORE_OBJS += $(BUILD)/common/cuda_probe.o
 ifneq ($(NVCC),)

@@ -5,6 +5,7 @@
 //   build/memcalc --params 7.5e9 --zero 3 --dp 64              # ZeRO's Figure 1: 1.88 GB
 //   build/memcalc --preset gpt3-175b --tp 8 --sp --recompute selective --json
 //   build/memcalc --preset small --recipe course --micro-batch 8   # what build/train will hold
+//   build/memcalc --preset small --recipe course --tp 2 --sp       # ... on each of 2 TP ranks
 //
 // Every number comes from memory_model.c's formulas; see 01_memory_wall/README.md.
 #include <math.h>
@@ -96,7 +97,9 @@ static void print_human(const char *label, const ModelSpec *m, const Setup *s,
         printf("activations %s per layer per micro-batch; %d layer%s on the first stage x %d in "
                "flight%s%s\n", a, e->layers_per_stage, e->layers_per_stage == 1 ? "" : "s",
                e->in_flight, s->recompute == RECOMPUTE_FULL ? " + 1 layer recomputed" : "",
-               s->recipe == RECIPE_COURSE ? " (as gpt_alloc_acts allocates them)"
+               s->recipe == RECIPE_COURSE
+                   ? (s->tp > 1 ? " (as gpt_alloc_acts allocates them, on each TP rank)"
+                                : " (as gpt_alloc_acts allocates them)")
                : s->pp <= 1 ? " + head (norm, LM-head inputs, fp32 logits)" : "");
     }
     gb(cap, a, sizeof a);
@@ -236,7 +239,7 @@ int main(int argc, char **argv) {
         flags_fail("--kv-heads %d does not divide --heads %d", m.kv_heads, m.heads);
     if (raw_params <= 0) {
         if (m.heads % tp)
-            flags_fail("--tp %d does not divide --heads %d (each rank needs whole heads)", tp, m.heads);
+            flags_fail("--tp %d does not divide --heads %d (each rank takes whole heads)", tp, m.heads);
         if (m.kv_heads % tp)
             flags_fail("--tp %d does not divide --kv-heads %d", tp, m.kv_heads);
         if (pp > m.layers)
@@ -244,14 +247,23 @@ int main(int argc, char **argv) {
                        m.layers);
     }
     if (s.recipe == RECIPE_COURSE) {
-        // The course recipe describes this repository's code, which has none of these (yet).
+        // The course recipe describes this repository's code, which has none of these
+        // (yet): no other block, no other optimizer, no PP, no recompute, no dropout.
         if (m.arch != ARCH_GPT || m.ffn != 4 * m.hidden || m.kv_heads != m.heads)
             flags_fail("--recipe course describes this code's GPT (--arch gpt, --ffn 4h, no GQA)");
         if (s.optim != OPTIM_ADAMW)
             flags_fail("--recipe course: this code's optimizer is AdamW (--optimizer adamw)");
-        if (tp > 1 || pp > 1)
-            flags_fail("--recipe course: this code has no tensor or pipeline parallelism yet "
-                       "(--tp/--pp 1; stages 04, 05)");
+        // Tensor parallelism (stage 04) it has: --tp divides the heads (checked above),
+        // and SP splits the micro-batch's tokens evenly over the TP ranks.
+        if (pp > 1)
+            flags_fail("--recipe course: this code has no pipeline parallelism yet (--pp 1; "
+                       "stage 05)");
+        if (sp && tp < 2)
+            flags_fail("--sp needs --tp > 1 with --recipe course (sequence parallelism splits "
+                       "the tokens over the tensor-parallel ranks)");
+        if (sp && ((long)micro_batch * m.seq) % tp)
+            flags_fail("--sp: --micro-batch %d x --seq %d = %ld tokens do not split evenly over "
+                       "--tp %d", micro_batch, m.seq, (long)micro_batch * m.seq, tp);
         if (s.recompute != RECOMPUTE_NONE)
             flags_fail("--recipe course: this code does not recompute yet (--recompute none; "
                        "stage 06)");

@@ -103,7 +103,11 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
         // This code, exactly (common/model.c, gpt_alloc_acts): per token ln1, qkv (3),
         // atty, res_att, ln2, fch (4), fch_gelu (4), res_mlp = 16C floats plus the mean
         // and rstd of both layernorms (4 floats), and one B x NH x T x T score matrix.
-        return 4.0 * (b * sq * (16 * h + 4) + b * a * sq * sq);
+        // On one of t tensor-parallel ranks (stage 04) qkv, atty, fch, fch_gelu (12C)
+        // and the heads are split t ways; ln1, res_att, ln2, res_mlp and the statistics
+        // (4C + 4) only with sequence parallelism (mm_course_act_bytes says why).
+        double n = b * sq, nl = s->sp && t > 1 ? n / t : n;
+        return 4.0 * (nl * (4 * h + 4) + n * 12 * h / t + b * (a / t) * sq * sq);
     }
     double e = mm_act_elem_bytes(s->recipe), mask = m->dropout ? 1 : 0;
     double sbh = sq * b * h;
@@ -122,7 +126,8 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
 // independent of p); GPipe keeps all m.
 double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
     if (m->raw_params > 0 || m->layers <= 0) return 0;
-    if (s->recipe == RECIPE_COURSE) return mm_course_act_bytes(m, s->micro_batch, s->seq);
+    if (s->recipe == RECIPE_COURSE)
+        return mm_course_act_bytes(m, s->micro_batch, s->seq, s->tp > 0 ? s->tp : 1, s->sp);
     double layers = mm_layers_per_stage(m, s), in_flight = mm_in_flight(s);
     double bytes = in_flight * layers * mm_act_bytes_per_layer(m, s);
     if (s->recompute == RECOMPUTE_FULL) {
@@ -143,12 +148,30 @@ double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
     return bytes;
 }
 
-// gpt_alloc_acts, term by term: the embedding output (BT x C), L layers, the final
-// layernorm (BT x C plus mean and rstd), the logits (BT x V) and the per-position
-// losses (BT), all fp32; then the int32 token ids and targets (BT each).
-double mm_course_act_bytes(const ModelSpec *m, int B, int T) {
-    double BT = (double)B * T, C = m->hidden, NH = m->heads, L = m->layers, V = m->vocab;
-    double per_layer = BT * (16 * C + 4) + (double)B * NH * T * T;
-    double floats = BT * C + L * per_layer + BT * (C + 2) + BT * V + BT;
-    return 4.0 * floats + 2.0 * sizeof(int) * BT;
+// gpt_alloc_acts, term by term, on one of t tensor-parallel ranks (t = 1: the whole
+// model, as stages 01-03 run it). N = B*T tokens; per token and per layer:
+//
+//   ln1, res_att, ln2, res_mlp    C each      the residual stream and the layernorms'
+//   mean and 1/std of both norms  2 each      outputs: whole on every TP rank
+//   qkv 3C, atty C, fch 4C,       C/t each    the column- and row-parallel layers'
+//     fch_gelu 4C                             shares: each rank has its slice of columns
+//   the attention probabilities   B x NH/t x T x T: this rank's heads
+//
+// and around the layers: the embedding output (C per token), ln_f's output, mean and
+// 1/std (C + 2), the logits of this rank's block of the vocabulary (V padded to a
+// multiple of t: ceil(V/t) per token), the per-position losses (1); with t > 1 the
+// vocab-parallel cross-entropy also keeps each row's max and sum of exponentials for
+// its backward (2). All fp32; then the int32 token ids and targets (N each, on every
+// rank).
+//
+// Sequence parallelism (Korthikanti et al. 2022, §4.2, Eq. 4) splits what tensor
+// parallelism leaves whole -- the layernorms, the residual stream, the embedding
+// output and ln_f -- along the sequence: each rank keeps N/t of those tokens (Nl).
+double mm_course_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp) {
+    double t = tp > 0 ? tp : 1, N = (double)B * T, Nl = sp && t > 1 ? N / t : N;
+    double C = m->hidden, L = m->layers, Cl = C / t, NHl = m->heads / t;
+    double Vl = ceil(m->vocab / t);
+    double per_layer = Nl * (4 * C + 4) + N * 12 * Cl + (double)B * NHl * T * T;
+    double floats = Nl * C + L * per_layer + Nl * (C + 2) + N * Vl + N + (t > 1 ? 2 * N : 0);
+    return 4.0 * floats + 2.0 * sizeof(int) * N;
 }

@@ -114,15 +114,18 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s);
 double mm_act_bytes_model(const ModelSpec *m, const Setup *s);
 
 // The bytes this course's GPT charges to MEM_ACTIVATIONS in gpt_alloc_acts for a
-// (B, T) batch: fp32 saved tensors plus the int32 token and target ids.
-double mm_course_act_bytes(const ModelSpec *m, int B, int T);
+// (B, T) batch on ONE of `tp` tensor-parallel ranks (stage 04; tp = 1: the whole
+// model), with sequence parallelism when `sp` (and tp > 1): fp32 saved tensors plus
+// the int32 token and target ids. tp must divide the heads; with sp, B*T too.
+double mm_course_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp);
 
 // ----------------------------------------------------------------- around them
 // (memory_plan.c)
 
 typedef struct {
     double params;              // whole model
-    double params_per_gpu;      // the model-parallel shard before ZeRO: ceil(params/(tp*pp))
+    double params_per_gpu;      // the model-parallel shard before ZeRO: ceil(params/(tp*pp));
+                                // the course recipe: mm_course_params_per_rank, exactly
     BytesPerParam bpp;
     double bytes_params, bytes_grads, bytes_optimizer, bytes_activations;
     double bytes_workspace;     // course recipe only: gradient scratch (MEM_WORKSPACE)
@@ -138,9 +141,16 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s);
 int mm_layers_per_stage(const ModelSpec *m, const Setup *s);
 int mm_in_flight(const Setup *s);
 
-// The course recipe's MEM_WORKSPACE (gpt_alloc_acts): gradients of the activations,
-// reused layer by layer.
-double mm_course_workspace_bytes(const ModelSpec *m, int B, int T);
+// The course recipe's MEM_WORKSPACE (gpt_alloc_acts) on one of `tp` tensor-parallel
+// ranks, SP when `sp`: gradients of the activations, reused layer by layer, plus the
+// scratch of the parallel layers (SP's gathered inputs, the vocab-parallel loss).
+double mm_course_workspace_bytes(const ModelSpec *m, int B, int T, int tp, int sp);
+
+// The parameters one of `tp` tensor-parallel ranks of this course's GPT holds (stage
+// 04's split: c_attn and c_fc by output rows, both c_proj by input columns, the token
+// table by vocabulary blocks of ceil(V/tp) rows; norms, wpe and the c_proj biases
+// replicated). tp = 1: mm_param_count's GPT count.
+double mm_course_params_per_rank(const ModelSpec *m, int tp);
 
 // In the order a framework allocates (weights, gradients, optimizer, activations),
 // the first category that does not fit in `capacity` bytes; NULL if all fit.
@@ -148,7 +158,8 @@ const char *mm_first_oom(const MemEstimate *e, double capacity);
 
 // Smallest sharding of `gpus` GPUs that fits `capacity`: fewest model-parallel ranks
 // (tp*pp), then the lowest ZeRO stage, then TP before PP. Keeps the recipe, batch,
-// recompute and SP of `base`. Returns 0 and fills *out (and *est) when one fits.
+// recompute and SP of `base` (the course recipe: TP only, as this code has no PP yet).
+// Returns 0 and fills *out (and *est) when one fits.
 int mm_find_fit(const ModelSpec *m, const Setup *base, int gpus, double capacity, Setup *out,
                 MemEstimate *est);
 

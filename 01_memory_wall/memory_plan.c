@@ -91,11 +91,35 @@ int mm_in_flight(const Setup *s) {
     return s->gpipe ? mb : (mb < p ? mb : p);
 }
 
-double mm_course_workspace_bytes(const ModelSpec *m, int B, int T) {
-    // dres, dln, datty (BT x C each), dqkv (BT x 3C), dbig, dbig2 (BT x 4C each),
-    // datt (B x NH x T x T): 14C floats per token plus one score matrix.
-    double BT = (double)B * T;
-    return 4.0 * (BT * 14 * m->hidden + (double)B * m->heads * T * T);
+// On one of t tensor-parallel ranks (t = 1: the whole model), N = B*T tokens, Nl = N/t
+// with sequence parallelism and N without:
+//   dres, dln                 Nl x C each   gradients of the residual stream and the norms
+//   datty C/t, dqkv 3C/t,     per token     of this rank's slices of the parallel layers
+//     dbig, dbig2 4C/t each
+//   datt                      B x NH/t x T x T
+//   SP: a column-parallel layer's input gathered over the sequence (N x C) and its
+//       full-width gradient before the reduce-scatter (N x C)
+//   t > 1: every rank's row maxima, gathered (t x N), for the vocab-parallel loss.
+// At t = 1: 14C floats per token plus one score matrix.
+double mm_course_workspace_bytes(const ModelSpec *m, int B, int T, int tp, int sp) {
+    double t = tp > 0 ? tp : 1, N = (double)B * T, Nl = sp && t > 1 ? N / t : N;
+    double C = m->hidden, Cl = C / t;
+    double floats = 2 * Nl * C + N * Cl + N * 3 * Cl + 2 * N * 4 * Cl +
+                    (double)B * (m->heads / t) * T * T;
+    if (sp && t > 1) floats += 2 * N * C;
+    if (t > 1) floats += t * N;
+    return 4.0 * floats;
+}
+
+// Stage 04's split of the GPT over t ranks: wte by vocabulary blocks (V padded to a
+// multiple of t), wpe whole; per layer c_attn (3C x C + 3C) and c_fc (4C x C + 4C) by
+// output rows, both c_proj weights (C x C, C x 4C) by input columns with their biases
+// (C each) whole, the two layernorms (4C) whole; ln_f (2C) whole. Per layer that is
+// (12C^2 + 7C)/t + 6C, the 12C^2 + 13C of mm_param_count at t = 1.
+double mm_course_params_per_rank(const ModelSpec *m, int tp) {
+    double t = tp > 0 ? tp : 1, C = m->hidden, L = m->layers;
+    double Vl = ceil(m->vocab / t);
+    return Vl * C + (double)m->seq * C + L * ((12 * C * C + 7 * C) / t + 6 * C) + 2 * C;
 }
 
 MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
@@ -103,20 +127,26 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
     memset(&e, 0, sizeof e);
     int mp = (s->tp > 0 ? s->tp : 1) * (s->pp > 0 ? s->pp : 1);
     e.params = mm_param_count(m);
-    e.params_per_gpu = ceil(e.params / mp);
+    // The course recipe splits exactly as stage 04's code does (what stays whole is
+    // counted on every rank); the others approximate with an even split.
+    int have_arch = !(m->raw_params > 0);
+    if (s->recipe == RECIPE_COURSE && have_arch)
+        e.params_per_gpu = mm_course_params_per_rank(m, s->tp);
+    else
+        e.params_per_gpu = ceil(e.params / mp);
     e.bpp = mm_bytes_per_param(s->recipe, s->optim);
     ModelStates ms = mm_model_states(e.params_per_gpu, e.bpp, s->zero, s->dp);
     e.bytes_params = ms.params;
     e.bytes_grads = ms.grads;
     e.bytes_optimizer = ms.optimizer;
-    int have_arch = !(m->raw_params > 0);
     if (have_arch) {
         e.act_per_layer = mm_act_bytes_per_layer(m, s);
         e.bytes_activations = mm_act_bytes_model(m, s);
         e.layers_per_stage = mm_layers_per_stage(m, s);
         e.in_flight = mm_in_flight(s);
         if (s->recipe == RECIPE_COURSE)
-            e.bytes_workspace = mm_course_workspace_bytes(m, s->micro_batch, s->seq);
+            e.bytes_workspace = mm_course_workspace_bytes(m, s->micro_batch, s->seq, s->tp,
+                                                          s->sp);
     }
     e.bytes_total = e.bytes_params + e.bytes_grads + e.bytes_optimizer + e.bytes_activations +
                     e.bytes_workspace;
@@ -140,7 +170,6 @@ int mm_find_fit(const ModelSpec *m, const Setup *base, int gpus, double capacity
     int have_arch = !(m->raw_params > 0);
     for (int mp = 1; mp <= gpus; mp++) {
         if (gpus % mp) continue;
-        if (base->recipe == RECIPE_COURSE && mp > 1) break;  // this code has no TP/PP yet
         for (int zero = 0; zero <= 3; zero++) {
             // TP before PP: the largest tensor-parallel degree (at most 8, one node)
             // that divides mp and the heads.
@@ -149,6 +178,11 @@ int mm_find_fit(const ModelSpec *m, const Setup *base, int gpus, double capacity
                 if (have_arch && (m->heads % tp || m->kv_heads % tp)) continue;
                 int pp = mp / tp;
                 if (have_arch && pp > m->layers) continue;
+                // This code has TP (stage 04), with SP only over whole token shares,
+                // and no PP yet (stage 05).
+                if (base->recipe == RECIPE_COURSE &&
+                    (pp > 1 || (base->sp && ((long)base->micro_batch * base->seq) % tp)))
+                    continue;
                 Setup s = *base;
                 s.tp = tp;
                 s.pp = pp;

@@ -23,8 +23,10 @@ static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
 static MPI_Comm setup(Group *g, DType dt, MPI_Datatype *type, MPI_Op *op) {
     static MPI_Op bf16_op = MPI_OP_NULL;  // created once per process
     if (!g->mpi_comm) return MPI_COMM_NULL;
-    CHECK(dt == DT_F32 || dt == DT_BF16, "MPI baseline: %s is not supported", dtype_name(dt));
+    CHECK(dt == DT_F32 || dt == DT_F64 || dt == DT_BF16, "MPI baseline: %s is not supported",
+          dtype_name(dt));
     if (dt == DT_F32) { *type = MPI_FLOAT; *op = MPI_SUM; }
+    else if (dt == DT_F64) { *type = MPI_DOUBLE; *op = MPI_SUM; }  // a norm's sum of squares
     else {
         if (bf16_op == MPI_OP_NULL) MPI_CHECK(MPI_Op_create(bf16_sum, 1, &bf16_op));
         *type = MPI_UINT16_T;

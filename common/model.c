@@ -1,4 +1,5 @@
-// model.c — the GPT: parameter layout, initialisation, forward and backward.
+// model.c — the GPT: initialisation, activations, forward and backward. (Where
+// the weights live in the flat buffer: model_layout.c.)
 //
 // Read gpt_forward and gpt_backward first: each is a short list of calls into
 // the backend (ctx->ops). Everything else is bookkeeping for the flat buffers.
@@ -10,105 +11,6 @@
 #include "check.h"
 #include "model.h"
 #include "ops.h"
-#include "rng.h"
-
-// ---------------------------------------------------------------- config
-
-int gpt_preset(const char *name, GPTConfig *out) {
-    static const struct { const char *name; GPTConfig cfg; } presets[] = {
-        {"tiny", {2, 64, 4, 32, 256}},          // tests: runs in milliseconds
-        {"small", {4, 256, 4, 128, 256}},       // demos and bench-core: byte-level, 3.3M params
-        {"gpt2-124m", {12, 768, 12, 1024, 50257}},
-    };
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-        if (strcmp(name, presets[i].name) == 0) { *out = presets[i].cfg; return 0; }
-    return -1;
-}
-
-const char *gpt_preset_names(void) { return "tiny|small|gpt2-124m"; }
-
-const char *gpt_config_error(const GPTConfig *c, char *buf, size_t n) {
-    if (c->n_layer < 1) snprintf(buf, n, "--layers must be at least 1 (got %d)", c->n_layer);
-    else if (c->n_embd < 1) snprintf(buf, n, "--width must be at least 1 (got %d)", c->n_embd);
-    else if (c->n_head < 1) snprintf(buf, n, "--heads must be at least 1 (got %d)", c->n_head);
-    else if (c->seq_len < 1) snprintf(buf, n, "--seq must be at least 1 (got %d)", c->seq_len);
-    else if (c->vocab < 2) snprintf(buf, n, "--vocab must be at least 2 (got %d)", c->vocab);
-    else if (c->n_embd % c->n_head != 0)
-        snprintf(buf, n, "--heads %d does not divide --width %d (head size must be whole)",
-                 c->n_head, c->n_embd);
-    else return NULL;
-    return buf;
-}
-
-// ---------------------------------------------------------------- layout
-
-// The tensors of one block, in order: name suffix, rows, cols (in units of C), decay.
-typedef struct { const char *name; int rows_c, cols_c, decay; } BlockTensor;
-static const BlockTensor block_tensors[] = {
-    {"ln_1.weight", 0, 1, 0},        {"ln_1.bias", 0, 1, 0},
-    {"attn.c_attn.weight", 3, 1, 1}, {"attn.c_attn.bias", 0, 3, 0},
-    {"attn.c_proj.weight", 1, 1, 1}, {"attn.c_proj.bias", 0, 1, 0},
-    {"ln_2.weight", 0, 1, 0},        {"ln_2.bias", 0, 1, 0},
-    {"mlp.c_fc.weight", 4, 1, 1},    {"mlp.c_fc.bias", 0, 4, 0},
-    {"mlp.c_proj.weight", 1, 4, 1},  {"mlp.c_proj.bias", 0, 1, 0},
-};
-enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB,
-       NBLOCK };
-
-int gpt_num_slices(const GPTConfig *c) { return 2 + NBLOCK * c->n_layer + 2; }
-
-void gpt_fill_slices(const GPTConfig *c, ParamSlice *s) {
-    size_t off = 0;
-    int i = 0, C = c->n_embd, L = c->n_layer;
-#define ADD(nm, r, cl, grp, dec)                                                    \
-    do {                                                                          \
-        snprintf(s[i].name, sizeof s[i].name, "%s", nm);                          \
-        s[i].offset = off; s[i].rows = (r); s[i].cols = (cl);                     \
-        s[i].numel = (size_t)(r) * (size_t)(cl); s[i].group = (grp); s[i].decay = (dec); \
-        off += s[i].numel; i++;                                                   \
-    } while (0)
-    ADD("wte", c->vocab, C, 0, 1);
-    ADD("wpe", c->seq_len, C, 0, 1);
-    for (int l = 0; l < L; l++)
-        for (int k = 0; k < NBLOCK; k++) {
-            const BlockTensor *bt = &block_tensors[k];
-            char nm[48];
-            snprintf(nm, sizeof nm, "h.%d.%s", l, bt->name);
-            int rows = bt->rows_c ? bt->rows_c * C : 1;
-            ADD(nm, rows, bt->cols_c * C, 1 + l, bt->decay);
-        }
-    ADD("ln_f.weight", 1, C, L + 1, 0);
-    ADD("ln_f.bias", 1, C, L + 1, 0);
-#undef ADD
-}
-
-size_t gpt_num_params(const GPTConfig *c) {
-    size_t C = c->n_embd;
-    // per block: 2 layernorms (4C) + qkv (3C^2 + 3C) + proj (C^2 + C) + fc (4C^2 + 4C)
-    // + fc proj (4C^2 + C) = 12C^2 + 13C
-    return (size_t)c->vocab * C + (size_t)c->seq_len * C + c->n_layer * (12 * C * C + 13 * C) +
-           2 * C;
-}
-
-double gpt_flops_per_token(const GPTConfig *c, int T) {
-    // 6N for the weights (2 forward + 4 backward per parameter per token) plus
-    // attention: 12 L H Q T (Q = head size), the PaLM / nanoGPT formula. N excludes
-    // wpe, whose "multiply" is a lookup.
-    double N = (double)gpt_num_params(c) - (double)c->seq_len * c->n_embd;
-    double Q = (double)c->n_embd / c->n_head;
-    return 6.0 * N + 12.0 * c->n_layer * c->n_head * Q * T;
-}
-
-void gpt_group_range(const GPT *g, int group, size_t *begin, size_t *end) {
-    *begin = g->group_offset[group];
-    *end = g->group_offset[group + 1];
-}
-
-const ParamSlice *gpt_find_slice(const GPT *g, const char *name) {
-    for (int i = 0; i < g->n_slices; i++)
-        if (strcmp(g->slices[i].name, name) == 0) return &g->slices[i];
-    return NULL;
-}
 
 // Where slice i's weights and gradients are now (gparams / ggrads of its group).
 static float *param_at(const GPT *g, int i) {
@@ -120,8 +22,8 @@ static float *grad_at(const GPT *g, int i) {
     return g->ggrads[s->group] + (s->offset - g->group_offset[s->group]);
 }
 // Slice index of tensor k of block l, and of the final layernorm's weight.
-static int block_slice(int l, int k) { return 2 + l * NBLOCK + k; }
-static int lnf_slice(const GPT *g) { return 2 + NBLOCK * g->cfg.n_layer; }
+static int block_slice(int l, int k) { return 2 + l * GPT_BLOCK_TENSORS + k; }
+static int lnf_slice(const GPT *g) { return 2 + GPT_BLOCK_TENSORS * g->cfg.n_layer; }
 
 // Tells the strategy (if any) that a group's weights or gradients are about to be used.
 static void use(GPT *g, int group, int need) {
@@ -134,59 +36,12 @@ static void use(GPT *g, int group, int need) {
 
 // ---------------------------------------------------------------- set-up
 
-void gpt_init_layout(GPT *g, Ctx *ctx, const GPTConfig *cfg) {
-    char err[160];
-    CHECK(gpt_config_error(cfg, err, sizeof err) == NULL, "%s", err);
-    memset(g, 0, sizeof *g);
-    g->cfg = *cfg;
-    g->ctx = ctx;
-    g->n_slices = gpt_num_slices(cfg);
-    g->slices = calloc((size_t)g->n_slices, sizeof *g->slices);
-    g->group_offset = calloc((size_t)cfg->n_layer + 3, sizeof *g->group_offset);
-    g->gparams = calloc((size_t)cfg->n_layer + 2, sizeof *g->gparams);
-    g->ggrads = calloc((size_t)cfg->n_layer + 2, sizeof *g->ggrads);
-    CHECK(g->slices && g->group_offset && g->gparams && g->ggrads,
-          "out of host memory for the slice table");
-    gpt_fill_slices(cfg, g->slices);
-    const ParamSlice *last = &g->slices[g->n_slices - 1];
-    g->n_params = last->offset + last->numel;
-    CHECK(g->n_params == gpt_num_params(cfg), "slice table disagrees with gpt_num_params");
-    for (int i = g->n_slices - 1; i >= 0; i--) g->group_offset[g->slices[i].group] = g->slices[i].offset;
-    g->group_offset[cfg->n_layer + 2] = g->n_params;
-}
-
-void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float *out) {
-    CHECK(lo <= hi && hi <= g->n_params, "initial weights [%zu, %zu) outside the %zu params", lo,
-          hi, g->n_params);
-    // GPT-2 initialisation, drawn in slice order from one stream, so that every
-    // device and every sharding starts from the same numbers. A shard still draws
-    // the stream up to its end (one slice at a time), keeping only its part.
-    size_t biggest = 0;  // scratch for one matrix at a time
-    for (int i = 0; i < g->n_slices; i++)
-        if (g->slices[i].rows > 1 && g->slices[i].numel > biggest) biggest = g->slices[i].numel;
-    float *tmp = malloc(biggest * sizeof(float) + 1);
-    CHECK(tmp, "out of host memory initialising the weights");
-    Rng rng;
-    rng_seed(&rng, seed);
-    float resid_std = 0.02f / sqrtf(2.0f * g->cfg.n_layer);
-    for (int i = 0; i < g->n_slices && g->slices[i].offset < hi; i++) {
-        const ParamSlice *s = &g->slices[i];
-        size_t end = s->offset + s->numel;
-        size_t a = s->offset > lo ? s->offset : lo, b = end < hi ? end : hi;  // kept: [a, b)
-        if (s->rows > 1) {  // a matrix: the stream moves on whether or not we keep it
-            int resid = strstr(s->name, "c_proj.weight") != NULL;
-            rng_fill_normal(&rng, tmp, s->numel, 0.0f, resid ? resid_std : 0.02f);
-            if (a < b) memcpy(out + (a - lo), tmp + (a - s->offset), (b - a) * sizeof(float));
-        } else {  // a vector: layernorm weights 1, every bias 0
-            float v = strstr(s->name, "ln_") && strstr(s->name, ".weight") ? 1.0f : 0.0f;
-            for (size_t j = a; j < b; j++) out[j - lo] = v;
-        }
-    }
-    free(tmp);
-}
-
 void gpt_init(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
-    gpt_init_layout(g, ctx, cfg);
+    gpt_init_tp(g, ctx, cfg, seed, 1, 0);
+}
+
+void gpt_init_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, int tp, int tp_rank) {
+    gpt_init_layout_tp(g, ctx, cfg, tp, tp_rank);
     g->params = mem_alloc(ctx, MEM_PARAMS, g->n_params * sizeof(float));
     float *host = malloc(g->n_params * sizeof(float));
     CHECK(host, "out of host memory initialising %zu parameters", g->n_params);
@@ -206,37 +61,53 @@ void gpt_alloc_acts(GPT *g, int B, int T) {
     CHECK(B >= 1 && T >= 1 && T <= c->seq_len, "batch %dx%d: need B >= 1 and 1 <= T <= %d", B,
           T, c->seq_len);
     CHECK(!g->act_buffer, "activations already allocated");
-    size_t C = c->n_embd, NH = c->n_head, L = c->n_layer, V = c->vocab;
-    size_t BT = (size_t)B * T, att = (size_t)B * NH * T * T;
-    // Saved per layer: ln1 C, stats 2, qkv 3C, atty C, att, res_att C, ln2 C, stats 2,
-    // fch 4C, fch_gelu 4C, res_mlp C  = 16C + 4 per token, plus the attention matrix.
-    size_t per_layer = BT * (16 * C + 4) + att;
-    g->act_floats = BT * C + L * per_layer + BT * (C + 2) + BT * V + BT;
+    char err[200];
+    CHECK(gpt_tp_error(c, g->tp.size, g->tp.sp, B, T, err, sizeof err) == NULL, "%s", err);
+    // This rank's shapes. Serial: t = 1, every size the whole model's. Tensor
+    // parallel: the split widths (heads, MLP, vocabulary) are 1/t; with sequence
+    // parallelism the residual stream and the LayerNorms keep N/t token rows.
+    size_t t = g->tp.size, C = c->n_embd, L = c->n_layer;
+    size_t Cl = C / t, NHl = c->n_head / t, Vl = gpt_vocab_block(c, (int)t);
+    size_t BT = (size_t)B * T, Nl = g->tp.sp ? BT / t : BT, att = (size_t)B * NHl * T * T;
+    // Saved per layer: ln1 C, stats 2, res_att C, ln2 C, stats 2, res_mlp C on the
+    // residual stream's rows; qkv 3C, atty C, fch 4C, fch_gelu 4C (1/t of each)
+    // on every token: 16C + 4 per token when t = 1, plus the attention matrix.
+    size_t per_layer = Nl * (4 * C + 4) + BT * 12 * Cl + att;
+    size_t vocab_stats = t > 1 ? 2 * BT : 0;
+    g->act_floats = Nl * C + L * per_layer + Nl * (C + 2) + BT * Vl + BT + vocab_stats;
     g->act_buffer = mem_alloc(g->ctx, MEM_ACTIVATIONS, g->act_floats * sizeof(float));
     float *p = g->act_buffer;
 #define TAKE(n) (p += (n), p - (n))
-    g->encoded = TAKE(BT * C);
+    g->encoded = TAKE(Nl * C);
     g->layers = calloc(L, sizeof *g->layers);
     CHECK(g->layers, "out of host memory");
     for (size_t l = 0; l < L; l++) {
         LayerActs *a = &g->layers[l];
-        a->ln1 = TAKE(BT * C); a->ln1_mean = TAKE(BT); a->ln1_rstd = TAKE(BT);
-        a->qkv = TAKE(BT * 3 * C); a->atty = TAKE(BT * C); a->att = TAKE(att);
-        a->res_att = TAKE(BT * C);
-        a->ln2 = TAKE(BT * C); a->ln2_mean = TAKE(BT); a->ln2_rstd = TAKE(BT);
-        a->fch = TAKE(BT * 4 * C); a->fch_gelu = TAKE(BT * 4 * C); a->res_mlp = TAKE(BT * C);
+        a->ln1 = TAKE(Nl * C); a->ln1_mean = TAKE(Nl); a->ln1_rstd = TAKE(Nl);
+        a->qkv = TAKE(BT * 3 * Cl); a->atty = TAKE(BT * Cl); a->att = TAKE(att);
+        a->res_att = TAKE(Nl * C);
+        a->ln2 = TAKE(Nl * C); a->ln2_mean = TAKE(Nl); a->ln2_rstd = TAKE(Nl);
+        a->fch = TAKE(BT * 4 * Cl); a->fch_gelu = TAKE(BT * 4 * Cl); a->res_mlp = TAKE(Nl * C);
     }
-    g->lnf = TAKE(BT * C); g->lnf_mean = TAKE(BT); g->lnf_rstd = TAKE(BT);
-    g->logits = TAKE(BT * V); g->losses = TAKE(BT);
+    g->lnf = TAKE(Nl * C); g->lnf_mean = TAKE(Nl); g->lnf_rstd = TAKE(Nl);
+    g->logits = TAKE(BT * Vl); g->losses = TAKE(BT);
+    g->vocab_stats = vocab_stats ? TAKE(vocab_stats) : NULL;
     CHECK((size_t)(p - g->act_buffer) == g->act_floats, "activation layout mismatch");
 
-    // Workspace: gradients of activations, reused by every layer in turn.
-    g->work_floats = BT * C * 3 + BT * 3 * C + 2 * BT * 4 * C + att;
+    // Workspace: gradients of activations, reused by every layer in turn; with
+    // tensor parallelism also the collectives' full-size buffers.
+    size_t sp_full = g->tp.sp ? BT * C : 0, vocab_work = t > 1 ? t * BT : 0;
+    g->work_floats = 2 * Nl * C + BT * Cl + BT * 3 * Cl + 2 * BT * 4 * Cl + att + 2 * sp_full +
+                     vocab_work;
     g->work_buffer = mem_alloc(g->ctx, MEM_WORKSPACE, g->work_floats * sizeof(float));
     p = g->work_buffer;
-    g->dres = TAKE(BT * C); g->dln = TAKE(BT * C); g->datty = TAKE(BT * C);
-    g->dqkv = TAKE(BT * 3 * C); g->dbig = TAKE(BT * 4 * C); g->dbig2 = TAKE(BT * 4 * C);
+    g->dres = TAKE(Nl * C); g->dln = TAKE(Nl * C); g->datty = TAKE(BT * Cl);
+    g->dqkv = TAKE(BT * 3 * Cl); g->dbig = TAKE(BT * 4 * Cl); g->dbig2 = TAKE(BT * 4 * Cl);
     g->datt = TAKE(att);
+    g->sp_full = sp_full ? TAKE(sp_full) : NULL;
+    g->sp_dfull = sp_full ? TAKE(sp_full) : NULL;
+    g->vocab_work = vocab_work ? TAKE(vocab_work) : NULL;
+    CHECK((size_t)(p - g->work_buffer) == g->work_floats, "workspace layout mismatch");
 #undef TAKE
     // Token ids live with the activations: they are inputs the backward pass needs.
     g->tokens = mem_alloc(g->ctx, MEM_ACTIVATIONS, BT * sizeof(int));
@@ -267,6 +138,43 @@ void gpt_free(GPT *g) {
     memset(g, 0, sizeof *g);
 }
 
+// ---------------------------------------------------------------- the layers
+
+// The serial layers: what a model on one device computes. Tensor parallelism
+// (stage 04) replaces them with g->tp.ops, which wrap the same backend calls in
+// its collectives.
+static void serial_linear_forward(GPT *g, float *out, const float *inp, const float *w,
+                                  const float *b, int N, int C, int OC) {
+    g->ctx->ops->matmul_forward(g->ctx, out, inp, w, b, N, C, OC);
+}
+static void serial_linear_backward(GPT *g, float *dinp, float *dw, float *db, const float *dout,
+                                   const float *inp, const float *w, int N, int C, int OC) {
+    g->ctx->ops->memset0(g->ctx, dinp, (size_t)N * C * sizeof(float));
+    g->ctx->ops->matmul_backward(g->ctx, dinp, dw, db, dout, inp, w, N, C, OC);
+}
+static void serial_embed_forward(GPT *g, float *out, const float *wte, const float *wpe, int B,
+                                 int T) {
+    g->ctx->ops->embedding_forward(g->ctx, out, g->tokens, wte, wpe, B, T, g->cfg.n_embd);
+}
+static void serial_embed_backward(GPT *g, float *dwte, float *dwpe, const float *dout, int B,
+                                  int T) {
+    g->ctx->ops->embedding_backward(g->ctx, dwte, dwpe, dout, g->tokens, g->host_tokens, B, T,
+                                    g->cfg.n_embd);
+}
+static void serial_ce_forward(GPT *g, float *losses, const float *logits, int N) {
+    g->ctx->ops->crossentropy_forward(g->ctx, losses, logits, g->targets, N, g->cfg.vocab);
+}
+static void serial_ce_backward(GPT *g, float *dlogits, const float *logits, float dloss, int N) {
+    g->ctx->ops->crossentropy_backward(g->ctx, dlogits, logits, g->targets, dloss, N, g->cfg.vocab);
+}
+static const GPTParallelOps serial_layers = {
+    serial_linear_forward, serial_linear_backward, serial_linear_forward, serial_linear_backward,
+    serial_embed_forward,  serial_embed_backward,  serial_ce_forward,     serial_ce_backward,
+};
+static const GPTParallelOps *layers(const GPT *g) { return g->tp.ops ? g->tp.ops : &serial_layers; }
+// Token rows of the residual stream on this rank: N/t with sequence parallelism.
+static int stream_rows(const GPT *g, int N) { return g->tp.sp ? N / g->tp.size : N; }
+
 // ---------------------------------------------------------------- forward
 
 const float *gpt_layer_output(const GPT *g, int l) {
@@ -274,33 +182,36 @@ const float *gpt_layer_output(const GPT *g, int l) {
 }
 
 void gpt_embed_forward(GPT *g, int B, int T) {
-    const Ops *o = g->ctx->ops;
     use(g, 0, GPT_NEED_PARAMS);
-    o->embedding_forward(g->ctx, g->encoded, g->tokens, param_at(g, 0), param_at(g, 1), B, T,
-                         g->cfg.n_embd);
+    layers(g)->embed_forward(g, g->encoded, param_at(g, 0), param_at(g, 1), B, T);
 }
 
+// Shapes in the blocks are this rank's: with tensor parallelism over t ranks each
+// holds NH/t heads (C/t of the attention's width) and 4C/t of the MLP's.
 void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T) {
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
-    int C = g->cfg.n_embd, NH = g->cfg.n_head, N = B * T;
-    size_t NC = (size_t)N * C;
+    const GPTParallelOps *P = layers(g);
+    int t = g->tp.size, C = g->cfg.n_embd, Cl = C / t, NHl = g->cfg.n_head / t, N = B * T;
+    int Nl = stream_rows(g, N);
+    size_t NC = (size_t)Nl * C;
     for (int l = l0; l < l1; l++) {
         LayerActs *a = &g->layers[l];
         use(g, 1 + l, GPT_NEED_PARAMS);
 #define W(k) param_at(g, block_slice(l, k))
         // attention branch: res_att = x + c_proj(attn(c_attn(ln_1(x))))
-        o->layernorm_forward(ctx, a->ln1, a->ln1_mean, a->ln1_rstd, x, W(LN1W), W(LN1B), N, C);
-        o->matmul_forward(ctx, a->qkv, a->ln1, W(QKVW), W(QKVB), N, C, 3 * C);
-        o->attention_forward(ctx, a->atty, a->att, a->qkv, B, T, C, NH);
-        o->matmul_forward(ctx, a->res_att, a->atty, W(ATTPROJW), W(ATTPROJB), N, C, C);
+        o->layernorm_forward(ctx, a->ln1, a->ln1_mean, a->ln1_rstd, x, W(GPT_LN1W), W(GPT_LN1B),
+                             Nl, C);
+        P->column_forward(g, a->qkv, a->ln1, W(GPT_QKVW), W(GPT_QKVB), N, C, 3 * Cl);
+        o->attention_forward(ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl);
+        P->row_forward(g, a->res_att, a->atty, W(GPT_ATTPROJW), W(GPT_ATTPROJB), N, Cl, C);
         o->accumulate(ctx, a->res_att, x, 1.0f, NC);
         // MLP branch: res_mlp = res_att + c_proj(gelu(c_fc(ln_2(res_att))))
-        o->layernorm_forward(ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_att, W(LN2W), W(LN2B),
-                             N, C);
-        o->matmul_forward(ctx, a->fch, a->ln2, W(FCW), W(FCB), N, C, 4 * C);
-        o->gelu_forward(ctx, a->fch_gelu, a->fch, 4 * NC);
-        o->matmul_forward(ctx, a->res_mlp, a->fch_gelu, W(FCPROJW), W(FCPROJB), N, 4 * C, C);
+        o->layernorm_forward(ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_att, W(GPT_LN2W),
+                             W(GPT_LN2B), Nl, C);
+        P->column_forward(g, a->fch, a->ln2, W(GPT_FCW), W(GPT_FCB), N, C, 4 * Cl);
+        o->gelu_forward(ctx, a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
+        P->row_forward(g, a->res_mlp, a->fch_gelu, W(GPT_FCPROJW), W(GPT_FCPROJB), N, 4 * Cl, C);
         o->accumulate(ctx, a->res_mlp, a->res_att, 1.0f, NC);
 #undef W
         x = a->res_mlp;
@@ -311,16 +222,18 @@ float gpt_head_forward(GPT *g, const float *x, int B, int T, int has_targets) {
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
     const GPTConfig *c = &g->cfg;
-    int N = B * T, C = c->n_embd, V = c->vocab, L = c->n_layer, lnw = lnf_slice(g);
+    int N = B * T, C = c->n_embd, L = c->n_layer, lnw = lnf_slice(g);
+    int Vl = gpt_vocab_block(c, g->tp.size);
     use(g, L + 1, GPT_NEED_PARAMS);
     use(g, 0, GPT_NEED_PARAMS);  // the LM head is tied to wte (group 0)
     o->layernorm_forward(ctx, g->lnf, g->lnf_mean, g->lnf_rstd, x, param_at(g, lnw),
-                         param_at(g, lnw + 1), N, C);
-    // The LM head is tied: logits = lnf @ wte^T, no bias.
-    o->matmul_forward(ctx, g->logits, g->lnf, param_at(g, 0), NULL, N, C, V);
+                         param_at(g, lnw + 1), stream_rows(g, N), C);
+    // The LM head is tied: logits = lnf @ wte^T, no bias (column-parallel over the
+    // vocabulary when tensor parallel: each rank its block of the logits).
+    layers(g)->column_forward(g, g->logits, g->lnf, param_at(g, 0), NULL, N, C, Vl);
     g->loss = 0.0f;
     if (has_targets) {
-        o->crossentropy_forward(ctx, g->losses, g->logits, g->targets, N, V);
+        layers(g)->crossentropy_forward(g, g->losses, g->logits, N);
         float *host = malloc((size_t)N * sizeof(float));
         CHECK(host, "out of host memory");
         o->to_host(ctx, host, g->losses, (size_t)N * sizeof(float));
@@ -365,29 +278,32 @@ static void fire_hook(GPT *g, int group) {
 void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int B, int T) {
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
+    const GPTParallelOps *P = layers(g);
     const GPTConfig *c = &g->cfg;
-    int N = B * T, C = c->n_embd, V = c->vocab, L = c->n_layer, lnw = lnf_slice(g);
+    int N = B * T, C = c->n_embd, L = c->n_layer, lnw = lnf_slice(g), Nl = stream_rows(g, N);
+    int Vl = gpt_vocab_block(c, g->tp.size);
     use(g, L + 1, GPT_NEED_PARAMS | GPT_NEED_GRADS);
     // The tied weight: wte's gradient gets its first half here, its second in the
     // embedding's backward, so group 0's gradient is complete only at the very end.
     use(g, 0, GPT_NEED_PARAMS | GPT_NEED_GRADS);
     // The loss is the mean over N positions: each position's gradient is 1/N.
     // dlogits overwrite the logits in place (they are not needed afterwards).
-    o->crossentropy_backward(ctx, g->logits, g->logits, g->targets, dloss_scale / N, N, V);
-    o->memset0(ctx, g->dln, (size_t)N * C * sizeof(float));
-    o->matmul_backward(ctx, g->dln, grad_at(g, 0), NULL, g->logits, g->lnf, param_at(g, 0), N, C,
-                       V);
-    o->memset0(ctx, dx, (size_t)N * C * sizeof(float));
+    P->crossentropy_backward(g, g->logits, g->logits, dloss_scale / N, N);
+    P->column_backward(g, g->dln, grad_at(g, 0), NULL, g->logits, g->lnf, param_at(g, 0), N, C,
+                       Vl);
+    o->memset0(ctx, dx, (size_t)Nl * C * sizeof(float));
     o->layernorm_backward(ctx, dx, grad_at(g, lnw), grad_at(g, lnw + 1), g->dln, x,
-                          param_at(g, lnw), g->lnf_mean, g->lnf_rstd, N, C);
+                          param_at(g, lnw), g->lnf_mean, g->lnf_rstd, Nl, C);
     fire_hook(g, L + 1);
 }
 
 void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int B, int T) {
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
-    int C = g->cfg.n_embd, NH = g->cfg.n_head, N = B * T;
-    size_t NC = (size_t)N * C, bytes = NC * sizeof(float);
+    const GPTParallelOps *P = layers(g);
+    int t = g->tp.size, C = g->cfg.n_embd, Cl = C / t, NHl = g->cfg.n_head / t, N = B * T;
+    int Nl = stream_rows(g, N);
+    size_t big = (size_t)N * 4 * Cl * sizeof(float);
     // dx enters as d(loss)/d(output of layer l1-1). Walking down, the residual
     // connections mean each layernorm_backward simply adds its branch into dx.
     for (int l = l1 - 1; l >= l0; l--) {
@@ -397,25 +313,23 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
 #define W(k) param_at(g, block_slice(l, k))
 #define D(k) grad_at(g, block_slice(l, k))
         // MLP branch
-        o->memset0(ctx, g->dbig, 4 * bytes);
-        o->matmul_backward(ctx, g->dbig, D(FCPROJW), D(FCPROJB), dx, a->fch_gelu, W(FCPROJW), N,
-                           4 * C, C);
-        o->memset0(ctx, g->dbig2, 4 * bytes);
-        o->gelu_backward(ctx, g->dbig2, a->fch, g->dbig, 4 * NC);
-        o->memset0(ctx, g->dln, bytes);
-        o->matmul_backward(ctx, g->dln, D(FCW), D(FCB), g->dbig2, a->ln2, W(FCW), N, C, 4 * C);
-        o->layernorm_backward(ctx, dx, D(LN2W), D(LN2B), g->dln, a->res_att, W(LN2W), a->ln2_mean,
-                              a->ln2_rstd, N, C);
+        P->row_backward(g, g->dbig, D(GPT_FCPROJW), D(GPT_FCPROJB), dx, a->fch_gelu,
+                        W(GPT_FCPROJW), N, 4 * Cl, C);
+        o->memset0(ctx, g->dbig2, big);
+        o->gelu_backward(ctx, g->dbig2, a->fch, g->dbig, (size_t)N * 4 * Cl);
+        P->column_backward(g, g->dln, D(GPT_FCW), D(GPT_FCB), g->dbig2, a->ln2, W(GPT_FCW), N, C,
+                           4 * Cl);
+        o->layernorm_backward(ctx, dx, D(GPT_LN2W), D(GPT_LN2B), g->dln, a->res_att, W(GPT_LN2W),
+                              a->ln2_mean, a->ln2_rstd, Nl, C);
         // attention branch
-        o->memset0(ctx, g->datty, bytes);
-        o->matmul_backward(ctx, g->datty, D(ATTPROJW), D(ATTPROJB), dx, a->atty, W(ATTPROJW), N, C,
-                           C);
-        o->memset0(ctx, g->dqkv, 3 * bytes);
-        o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, C, NH);
-        o->memset0(ctx, g->dln, bytes);
-        o->matmul_backward(ctx, g->dln, D(QKVW), D(QKVB), g->dqkv, a->ln1, W(QKVW), N, C, 3 * C);
-        o->layernorm_backward(ctx, dx, D(LN1W), D(LN1B), g->dln, xin, W(LN1W), a->ln1_mean,
-                              a->ln1_rstd, N, C);
+        P->row_backward(g, g->datty, D(GPT_ATTPROJW), D(GPT_ATTPROJB), dx, a->atty,
+                        W(GPT_ATTPROJW), N, Cl, C);
+        o->memset0(ctx, g->dqkv, (size_t)N * 3 * Cl * sizeof(float));
+        o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, Cl, NHl);
+        P->column_backward(g, g->dln, D(GPT_QKVW), D(GPT_QKVB), g->dqkv, a->ln1, W(GPT_QKVW), N,
+                           C, 3 * Cl);
+        o->layernorm_backward(ctx, dx, D(GPT_LN1W), D(GPT_LN1B), g->dln, xin, W(GPT_LN1W),
+                              a->ln1_mean, a->ln1_rstd, Nl, C);
 #undef W
 #undef D
         fire_hook(g, 1 + l);
@@ -423,10 +337,8 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
 }
 
 void gpt_embed_backward(GPT *g, const float *dx, int B, int T) {
-    Ctx *ctx = g->ctx;
     use(g, 0, GPT_NEED_GRADS);
-    ctx->ops->embedding_backward(ctx, grad_at(g, 0), grad_at(g, 1), dx, g->tokens, g->host_tokens,
-                                 B, T, g->cfg.n_embd);
+    layers(g)->embed_backward(g, grad_at(g, 0), grad_at(g, 1), dx, B, T);
     fire_hook(g, 0);
 }
 

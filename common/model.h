@@ -37,6 +37,18 @@ const char *gpt_preset_names(void);                 // "tiny, small, gpt2-124m"
 // NULL if valid, else a message naming what is wrong ("--heads 5 does not divide --width 64").
 const char *gpt_config_error(const GPTConfig *c, char *buf, size_t n);
 
+// How tensor parallelism (stage 04, Megatron-LM) splits a tensor over the t ranks
+// of a tensor-parallel group. With t = 1 nothing is split: the layout above.
+typedef enum {
+    SPLIT_NONE = 0,  // replicated on every rank: LayerNorms, wpe, the biases of the
+                     // row-parallel layers (added once, after the reduction)
+    SPLIT_ROWS,      // output features (a matrix's rows, a bias's elements): c_fc
+    SPLIT_QKV,       // rows within each of c_attn's q, k, v blocks: rank r holds its
+                     // heads of each (not a third of the stacked matrix)
+    SPLIT_COLS,      // input features (columns): attn.c_proj, mlp.c_proj
+    SPLIT_VOCAB,     // wte's rows: the vocabulary padded to a multiple of t, t blocks
+} Split;
+
 typedef struct {
     char name[48];      // PyTorch-style name, e.g. "h.3.attn.c_attn.weight"
     size_t offset;      // element offset into the flat buffer
@@ -44,12 +56,36 @@ typedef struct {
     int rows, cols;     // shape (rows x cols); vectors have rows == 1
     int group;          // 0 embeddings, 1+l block l, L+1 final layernorm
     int decay;          // 1 if weight decay applies (matrices), 0 (biases, norms)
+    // Tensor parallelism: this rank's (rows x cols) is its piece of the whole
+    // (grows x gcols) tensor, which starts at element goffset of the whole
+    // model's flat layout. Equal to rows, cols, offset when t = 1.
+    int split;          // Split
+    int grows, gcols;
+    size_t goffset;
 } ParamSlice;
 
-size_t gpt_num_params(const GPTConfig *c);
+// The tensors of block l, in layout order: slice 2 + l*GPT_BLOCK_TENSORS + k.
+enum { GPT_LN1W, GPT_LN1B, GPT_QKVW, GPT_QKVB, GPT_ATTPROJW, GPT_ATTPROJB, GPT_LN2W, GPT_LN2B,
+       GPT_FCW, GPT_FCB, GPT_FCPROJW, GPT_FCPROJB, GPT_BLOCK_TENSORS };
+
+size_t gpt_num_params(const GPTConfig *c);  // the whole model's
 // Fills the slice table (caller provides room for gpt_num_slices(c) entries).
 int gpt_num_slices(const GPTConfig *c);
 void gpt_fill_slices(const GPTConfig *c, ParamSlice *slices);
+// The same for one rank of t tensor-parallel ranks (every rank's table has the
+// same names and groups; rank r's pieces are gpt_slice_copy's).
+void gpt_fill_slices_tp(const GPTConfig *c, int tp, ParamSlice *slices);
+// Between a whole tensor and rank `rank`'s piece of it: to_piece = 1 cuts the
+// piece out of `whole` (zero rows where the vocabulary is padded), 0 puts the
+// piece back into its place in `whole`.
+void gpt_slice_copy(const ParamSlice *s, int rank, float *whole, float *piece,
+                    int to_piece);
+// Rows of the vocabulary each of t ranks holds: ceil(V / t).
+int gpt_vocab_block(const GPTConfig *c, int tp);
+// NULL if the model splits over tp ranks (with sequence parallelism sp for a
+// B x T micro-batch), else a message naming the flags ("--tp 3 does not divide
+// --heads 4 ...").
+const char *gpt_tp_error(const GPTConfig *c, int tp, int sp, int B, int T, char *buf, size_t n);
 // FLOPs per token: 6N + 12 L H Q T (PaLM appendix B, as in nanoGPT's MFU).
 double gpt_flops_per_token(const GPTConfig *c, int T);
 
@@ -67,6 +103,43 @@ typedef struct {
 } LayerActs;
 
 typedef struct GPT GPT;
+
+// The layers that tensor parallelism replaces (stage 04 fills this table; the
+// serial ones in model.c are the default). Shapes are this rank's: N = B*T token
+// rows, of which the residual stream holds N/t with sequence parallelism; C and
+// OC are the layer's local input and output widths. Each writes its output and
+// its input gradient (no +=) and accumulates into the weight gradients.
+typedef struct {
+    // Column-parallel linear: out(N, OC) = f(inp) @ w^T + b, inp the residual
+    // stream's rows (f: identity forward / all-reduce backward; with SP,
+    // all-gather / reduce-scatter).
+    void (*column_forward)(GPT *g, float *out, const float *inp, const float *w, const float *b,
+                           int N, int C, int OC);
+    void (*column_backward)(GPT *g, float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC);
+    // Row-parallel linear: out = g(inp(N, C) @ w^T) + b, out the residual stream's
+    // rows (g: all-reduce forward / identity backward; with SP, reduce-scatter /
+    // all-gather); the bias is added once, after the reduction.
+    void (*row_forward)(GPT *g, float *out, const float *inp, const float *w, const float *b,
+                        int N, int C, int OC);
+    void (*row_backward)(GPT *g, float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const float *w, int N, int C, int OC);
+    // Token + position embedding of the B x T batch in g->tokens into the
+    // residual stream's rows; wte is this rank's vocabulary block.
+    void (*embed_forward)(GPT *g, float *out, const float *wte, const float *wpe, int B, int T);
+    void (*embed_backward)(GPT *g, float *dwte, float *dwpe, const float *dout, int B, int T);
+    // losses(N) of logits(N, this rank's vocabulary block) against g->targets;
+    // backward writes dlogits (may alias logits) = d(loss)/d(logits) x dloss.
+    void (*crossentropy_forward)(GPT *g, float *losses, const float *logits, int N);
+    void (*crossentropy_backward)(GPT *g, float *dlogits, const float *logits, float dloss, int N);
+} GPTParallelOps;
+
+typedef struct {
+    int size, rank;             // t, and this rank's place in its tensor-parallel group
+    int sp;                     // sequence parallelism: the residual stream holds N/t rows
+    const GPTParallelOps *ops;  // NULL: the serial layers
+    void *arg;                  // the layers' state (stage 04: groups, collectives)
+} GPTParallel;
 // Called when the gradients of one group are complete during the backward pass
 // (group L+1 first, then L ... 1, then 0). DDP overlap and FSDP hook in here.
 typedef void (*GradHook)(GPT *g, int group, void *arg);
@@ -113,6 +186,13 @@ struct GPT {
     float *dbig, *dbig2;        // (B,T,4C) gradients wrt fch_gelu and fch
     float *datt;                // (B,NH,T,T) attention-backward scratch
 
+    // Tensor parallelism (t = tp.size > 1), allocated by gpt_alloc_acts:
+    float *vocab_stats;         // (2,N) activations: each row's max and sum of exponentials
+    float *vocab_work;          // (t,N) workspace: every rank's row maxima
+    float *sp_full, *sp_dfull;  // (N,C) workspace, SP only: a column-parallel layer's
+                                // gathered input, and its full-width gradient
+    GPTParallel tp;             // size 1: serial
+
     float loss;                 // mean loss of the last forward (host)
     int last_B, last_T;         // shape of the last forward
 
@@ -128,8 +208,14 @@ void gpt_init(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed);
 // ZeRO-3 and FSDP keep only shards of the weights and build them with
 // gpt_initial_params.
 void gpt_init_layout(GPT *g, Ctx *ctx, const GPTConfig *cfg);
-// gpt_init's initial weights of elements [lo, hi) of the flat layout, into host
-// memory `out` (hi - lo floats): the same numbers, whatever the sharding.
+// The same for rank tp_rank of a tensor-parallel group of tp: the slice table is
+// this rank's pieces (gpt_fill_slices_tp), n_params their sum. Set g->tp.ops (and
+// .sp, .arg) before gpt_alloc_acts.
+void gpt_init_layout_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, int tp, int tp_rank);
+void gpt_init_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, int tp, int tp_rank);
+// gpt_init's initial weights of elements [lo, hi) of g's flat layout, into host
+// memory `out` (hi - lo floats): the same numbers, whatever the sharding; a
+// tensor-parallel rank gets its pieces of the single-process model's tensors.
 void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float *out);
 void gpt_alloc_grads(GPT *g);                 // MEM_GRADS, zeroed; points ggrads into it
 void gpt_alloc_acts(GPT *g, int B, int T);    // MEM_ACTIVATIONS + MEM_WORKSPACE

@@ -98,6 +98,42 @@ struct Ops {
     void (*crossentropy_backward)(Ctx *, float *dlogits, const float *logits,
                                   const int *targets, float dloss, int N, int V);
 
+    // ---- the vocabulary split over ranks (stage 04's tensor parallelism) ----
+    // A rank holds the embedding rows, and the logits columns, of the ids
+    // [vocab_lo, vocab_lo + Vl). The serial model uses the fused ops above; these
+    // are the pieces a vocab-parallel embedding and cross-entropy put together
+    // around their collectives (04_tensor_parallel/vocab_*.c).
+    //
+    // out(N,C) = wte[tokens[n] - vocab_lo] for the ids this rank holds, 0 for the others.
+    void (*embedding_lookup_forward)(Ctx *, float *out, const int *tokens, const float *wte,
+                                     int vocab_lo, int Vl, int N, int C);
+    // dwte[tokens[n] - vocab_lo] += dout[n] for the ids this rank holds (others
+    // skipped); deterministic like embedding_backward. host_tokens as there.
+    void (*embedding_lookup_backward)(Ctx *, float *dwte, const float *dout, const int *tokens,
+                                      const int *host_tokens, int vocab_lo, int Vl, int N, int C);
+    // Rows n = 0..N-1 of out are token rows row0 + n of the (B,T) batch:
+    // out[n] += wpe[(row0 + n) % T]; backward dwpe[(row0 + n) % T] += dout[n], in row order.
+    void (*position_forward)(Ctx *, float *out, const float *wpe, int row0, int N, int T, int C);
+    void (*position_backward)(Ctx *, float *dwpe, const float *dout, int row0, int N, int T,
+                              int C);
+    // logits(N,Vl) of which the first `valid` columns are real ids (the rest pad
+    // the vocabulary to a multiple of the ranks). rowmax(N) = the largest valid
+    // logit of each row (-inf where valid = 0).
+    void (*logits_max)(Ctx *, float *rowmax, const float *logits, int N, int Vl, int valid);
+    // sumexp(N) = sum over valid columns of exp(logit - m[n]); tlogit(N) = the
+    // logit of targets[n] where this rank holds that id, else 0.
+    void (*logits_sumexp)(Ctx *, float *sumexp, float *tlogit, const float *logits,
+                          const float *m, const int *targets, int vocab_lo, int N, int Vl,
+                          int valid);
+    // losses(N) = log(sumexp) + m - tlogit, from the group-wide m, sumexp, tlogit.
+    void (*crossentropy_loss)(Ctx *, float *losses, const float *m, const float *sumexp,
+                              const float *tlogit, int N);
+    // dlogits = (exp(logit - m)/sumexp - onehot(target)) * dloss on the valid
+    // columns, 0 on the padding; written (in place allowed, as crossentropy_backward).
+    void (*crossentropy_backward_split)(Ctx *, float *dlogits, const float *logits, const float *m,
+                                        const float *sumexp, const int *targets, int vocab_lo,
+                                        float dloss, int N, int Vl, int valid);
+
     // ---- optimizer ----
     // One AdamW step over n contiguous elements (PyTorch's AdamW, decoupled decay):
     //   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

@@ -302,6 +302,98 @@ static void crossentropy_backward(Ctx *ctx, float *dlogits, const float *logits,
     }
 }
 
+// ---------------------------------------------------------------- the vocabulary split
+
+static void embedding_lookup_forward(Ctx *ctx, float *out, const int *tokens, const float *wte,
+                                     int vocab_lo, int Vl, int N, int C) {
+    (void)ctx;
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * C;
+        int id = tokens[n] - vocab_lo;
+        if (id >= 0 && id < Vl) memcpy(o, wte + (size_t)id * C, (size_t)C * sizeof(float));
+        else memset(o, 0, (size_t)C * sizeof(float));
+    }
+}
+
+static void embedding_lookup_backward(Ctx *ctx, float *dwte, const float *dout, const int *tokens,
+                                      const int *host_tokens, int vocab_lo, int Vl, int N, int C) {
+    (void)ctx, (void)host_tokens;
+    for (int n = 0; n < N; n++) {
+        int id = tokens[n] - vocab_lo;
+        if (id < 0 || id >= Vl) continue;
+        const float *d = dout + (size_t)n * C;
+        float *te = dwte + (size_t)id * C;
+        for (int c = 0; c < C; c++) te[c] += d[c];
+    }
+}
+
+static void position_forward(Ctx *ctx, float *out, const float *wpe, int row0, int N, int T,
+                             int C) {
+    (void)ctx;
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * C;
+        const float *pe = wpe + (size_t)((row0 + n) % T) * C;
+        for (int c = 0; c < C; c++) o[c] += pe[c];
+    }
+}
+
+static void position_backward(Ctx *ctx, float *dwpe, const float *dout, int row0, int N, int T,
+                              int C) {
+    (void)ctx;
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C;
+        float *pe = dwpe + (size_t)((row0 + n) % T) * C;
+        for (int c = 0; c < C; c++) pe[c] += d[c];
+    }
+}
+
+static void logits_max(Ctx *ctx, float *rowmax, const float *logits, int N, int Vl, int valid) {
+    (void)ctx;
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * Vl;
+        float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int v = 0; v < valid; v++) mx = x[v] > mx ? x[v] : mx;
+        rowmax[n] = mx;
+    }
+}
+
+static void logits_sumexp(Ctx *ctx, float *sumexp, float *tlogit, const float *logits,
+                          const float *m, const int *targets, int vocab_lo, int N, int Vl,
+                          int valid) {
+    (void)ctx;
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * Vl;
+        float sum = 0.0f, mx = m[n];
+#pragma omp simd reduction(+ : sum)
+        for (int v = 0; v < valid; v++) sum += fast_expf(x[v] - mx);
+        sumexp[n] = sum;
+        int id = targets[n] - vocab_lo;
+        tlogit[n] = id >= 0 && id < valid ? x[id] : 0.0f;
+    }
+}
+
+static void crossentropy_loss(Ctx *ctx, float *losses, const float *m, const float *sumexp,
+                              const float *tlogit, int N) {
+    (void)ctx;
+    for (int n = 0; n < N; n++) losses[n] = logf(sumexp[n]) + m[n] - tlogit[n];
+}
+
+static void crossentropy_backward_split(Ctx *ctx, float *dlogits, const float *logits,
+                                        const float *m, const float *sumexp, const int *targets,
+                                        int vocab_lo, float dloss, int N, int Vl, int valid) {
+    (void)ctx;
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * Vl;
+        float *d = dlogits + (size_t)n * Vl;  // may alias x, as in crossentropy_backward
+        float shift = m[n] + logf(sumexp[n]);
+        for (int v = 0; v < valid; v++) d[v] = fast_expf(x[v] - shift) * dloss;
+        for (int v = valid; v < Vl; v++) d[v] = 0.0f;
+        int id = targets[n] - vocab_lo;
+        if (id >= 0 && id < valid) d[id] -= dloss;
+    }
+}
+
 // ---------------------------------------------------------------- optimizer
 
 static void adamw_update(Ctx *ctx, float *p, const float *g, float *m, float *v, size_t n,
@@ -355,6 +447,14 @@ const Ops ops_cpu = {
     .accumulate = accumulate,
     .crossentropy_forward = crossentropy_forward,
     .crossentropy_backward = crossentropy_backward,
+    .embedding_lookup_forward = embedding_lookup_forward,
+    .embedding_lookup_backward = embedding_lookup_backward,
+    .position_forward = position_forward,
+    .position_backward = position_backward,
+    .logits_max = logits_max,
+    .logits_sumexp = logits_sumexp,
+    .crossentropy_loss = crossentropy_loss,
+    .crossentropy_backward_split = crossentropy_backward_split,
     .adamw_update = adamw_update,
     .sum_squares = sum_squares,
     .scale = scale,

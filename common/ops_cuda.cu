@@ -266,6 +266,12 @@ static const Ops ops_cuda = {
     .residual_forward = cuda_residual_forward, .accumulate = cuda_accumulate,
     .crossentropy_forward = cuda_crossentropy_forward,
     .crossentropy_backward = cuda_crossentropy_backward,
+    .embedding_lookup_forward = cuda_embedding_lookup_forward,
+    .embedding_lookup_backward = cuda_embedding_lookup_backward,
+    .position_forward = cuda_position_forward, .position_backward = cuda_position_backward,
+    .logits_max = cuda_logits_max, .logits_sumexp = cuda_logits_sumexp,
+    .crossentropy_loss = cuda_crossentropy_loss,
+    .crossentropy_backward_split = cuda_crossentropy_backward_split,
     .adamw_update = cuda_adamw_update, .sum_squares = cuda_sum_squares, .scale = cuda_scale,
 };
 

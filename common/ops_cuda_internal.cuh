@@ -1,8 +1,9 @@
-// ops_cuda_internal.cuh — what the two halves of the CUDA backend share:
-// ops_cuda.cu (set-up, memory, elementwise ops, the optimizer, the ops table) and
+// ops_cuda_internal.cuh — what the parts of the CUDA backend share:
+// ops_cuda.cu (set-up, memory, elementwise ops, the optimizer, the ops table),
 // ops_cuda_layers.cu (the layers: matmul, embedding, layernorm, attention,
-// cross-entropy). Launch geometry, the backend's stream and workspace, the
-// deterministic warp and block reductions. Not for code outside the backend.
+// cross-entropy) and ops_cuda_split.cu (the vocabulary split). Launch geometry,
+// the backend's stream and workspace, the deterministic warp and block
+// reductions. Not for code outside the backend.
 #pragma once
 #include "cuda_common.cuh"
 #include "ops.h"
@@ -84,3 +85,27 @@ void cuda_crossentropy_forward(Ctx *ctx, float *losses, const float *logits, con
                                int N, int V);
 void cuda_crossentropy_backward(Ctx *ctx, float *dlogits, const float *logits, const int *targets,
                                 float dloss, int N, int V);
+// The embedding backward's deterministic scatter (ops_cuda_layers.cu), shared
+// with the split lookup: dwte[id - vocab_lo] += dout[n] for the ids in
+// [vocab_lo, vocab_lo + Vl), grouped by id on the host from host_tokens; other
+// ids are skipped, or with `strict` stop the run naming `op`.
+void cuda_dwte_grouped(Ctx *ctx, float *dwte, const float *dout, const int *host_tokens,
+                       int vocab_lo, int Vl, int N, int C, int strict, const char *op);
+
+// The vocabulary split (ops_cuda_split.cu), as ops.h declares it.
+void cuda_embedding_lookup_forward(Ctx *ctx, float *out, const int *tokens, const float *wte,
+                                   int vocab_lo, int Vl, int N, int C);
+void cuda_embedding_lookup_backward(Ctx *ctx, float *dwte, const float *dout, const int *tokens,
+                                    const int *host_tokens, int vocab_lo, int Vl, int N, int C);
+void cuda_position_forward(Ctx *ctx, float *out, const float *wpe, int row0, int N, int T, int C);
+void cuda_position_backward(Ctx *ctx, float *dwpe, const float *dout, int row0, int N, int T,
+                            int C);
+void cuda_logits_max(Ctx *ctx, float *rowmax, const float *logits, int N, int Vl, int valid);
+void cuda_logits_sumexp(Ctx *ctx, float *sumexp, float *tlogit, const float *logits,
+                        const float *m, const int *targets, int vocab_lo, int N, int Vl,
+                        int valid);
+void cuda_crossentropy_loss(Ctx *ctx, float *losses, const float *m, const float *sumexp,
+                            const float *tlogit, int N);
+void cuda_crossentropy_backward_split(Ctx *ctx, float *dlogits, const float *logits,
+                                      const float *m, const float *sumexp, const int *targets,
+                                      int vocab_lo, float dloss, int N, int Vl, int valid);

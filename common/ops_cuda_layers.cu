@@ -2,6 +2,7 @@
 // embedding, layernorm, attention and cross-entropy kernels, each a forward and a
 // backward. The rules of ops_cuda.cu hold here: no float atomics (every sum in an
 // order fixed by the shapes), and everything on the backend's one stream.
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -148,42 +149,48 @@ __global__ void dwte_kernel(float *dwte, const float *dout, const int *uniq, con
     }
 }
 
-// host_tokens: the same ids as `tokens`, in host memory. The grouping below is
-// done on the host, and the model keeps the host copy of each batch, so no copy
-// back from the GPU (and no wait for it) is needed here.
-void cuda_embedding_backward(Ctx *ctx, float *dwte, float *dwpe, const float *dout,
-                                    const int *tokens, const int *host_tokens, int B, int T,
-                                    int C) {
-    (void)tokens;
-    int N = B * T;
-    if (N <= 0 || C <= 0) return;
-    size_t TC = (size_t)T * C;
-    if (dwpe) dwpe_kernel<<<elem_grid(TC), BLOCK, 0, stream(ctx)>>>(dwpe, dout, B, TC);
-    CUDA_CHECK_LAUNCH();
-    if (!dwte) return;
-    CHECK(host_tokens, "embedding_backward on cuda: host_tokens is NULL (the host copy of the "
-          "token ids is required)");
+// dwte[id - vocab_lo] += dout[n] for every position n whose id (host_tokens[n])
+// lies in [vocab_lo, vocab_lo + Vl); other ids are skipped, or, with `strict`,
+// are an error (the unsplit embedding: every id must be a row). Shared by
+// cuda_embedding_backward and cuda_embedding_lookup_backward (ops_cuda_split.cu).
+// host_tokens is host memory: the model keeps the host copy of each batch, so no
+// copy back from the GPU (and no wait for it) is needed here.
+void cuda_dwte_grouped(Ctx *ctx, float *dwte, const float *dout, const int *host_tokens,
+                       int vocab_lo, int Vl, int N, int C, int strict, const char *op) {
+    if (N <= 0 || C <= 0 || Vl <= 0) return;
+    CHECK(host_tokens, "%s on cuda: host_tokens is NULL (the host copy of the token ids is "
+          "required)", op);
     // Positions that share a token would race on its dwte row. So the host groups
-    // the positions by token (a counting sort over the token ids) and each
+    // the positions by token (a counting sort over the row ids) and each
     // distinct token gets one block that sums its rows in a fixed order.
-    const int *tok = host_tokens;
-    size_t pack_n = 3 * (size_t)N + 1;  // uniq (<= N) | off (<= N+1) | pos (N)
-    int *pack = (int *)malloc(pack_n * sizeof(int));
+    size_t pack_n = 3 * (size_t)N + 1;  // uniq (<= N) | off (<= N+1) | pos (<= N)
+    int *pack = (int *)malloc((pack_n + N) * sizeof(int));  // + row (N), host only
     CHECK(pack, "out of host memory");
-    int maxtok = 0;
+    int *uniq = pack, *off = pack + N, *pos = pack + 2 * (size_t)N + 1, *row = pack + pack_n;
+    int maxrow = -1, held = 0;  // the largest row hit; how many positions add a row
     for (int n = 0; n < N; n++) {
-        CHECK(tok[n] >= 0, "embedding_backward: negative token %d at position %d", tok[n], n);
-        if (tok[n] > maxtok) maxtok = tok[n];
+        long long r = (long long)host_tokens[n] - vocab_lo;
+        row[n] = r >= 0 && r < Vl ? (int)r : -1;  // -1: not a row of this table
+        CHECK(row[n] >= 0 || !strict, "%s: token %d at position %d is not a row of the table",
+              op, host_tokens[n], n);
+        if (row[n] > maxrow) maxrow = row[n];
+        held += row[n] >= 0;
     }
-    int *start = (int *)calloc((size_t)maxtok + 2, sizeof(int));  // first slot of token v in pos
+    if (held == 0) {  // no id of this range in the batch: nothing to add (and no 0-block grid)
+        free(pack);
+        return;
+    }
+    int *start = (int *)calloc((size_t)maxrow + 2, sizeof(int));  // first slot of row v in pos
     CHECK(start, "out of host memory");
-    int *uniq = pack, *off = pack + N, *pos = pack + 2 * (size_t)N + 1, U = 0;
-    for (int n = 0; n < N; n++) start[tok[n] + 1]++;                 // counts ...
-    for (int v = 0; v <= maxtok; v++) start[v + 1] += start[v];      // ... to offsets
-    for (int v = 0; v <= maxtok; v++)
+    int U = 0;
+    for (int n = 0; n < N; n++)
+        if (row[n] >= 0) start[row[n] + 1]++;                        // counts ...
+    for (int v = 0; v <= maxrow; v++) start[v + 1] += start[v];      // ... to offsets
+    for (int v = 0; v <= maxrow; v++)
         if (start[v + 1] > start[v]) uniq[U] = v, off[U] = start[v], U++;
-    off[U] = N;
-    for (int n = 0; n < N; n++) pos[start[tok[n]]++] = n;  // increasing n within each token
+    off[U] = held;
+    for (int n = 0; n < N; n++)
+        if (row[n] >= 0) pos[start[row[n]]++] = n;  // increasing n within each row
     int *dpack = (int *)cuda_scratch(ctx, pack_n * sizeof(int));
     // From pageable memory the copy is staged before the call returns: `pack`
     // may be freed right after.
@@ -194,6 +201,20 @@ void cuda_embedding_backward(Ctx *ctx, float *dwte, float *dwpe, const float *do
     CUDA_CHECK_LAUNCH();
     free(start);
     free(pack);
+}
+
+// host_tokens: the same ids as `tokens`, in host memory (see cuda_dwte_grouped).
+void cuda_embedding_backward(Ctx *ctx, float *dwte, float *dwpe, const float *dout,
+                                    const int *tokens, const int *host_tokens, int B, int T,
+                                    int C) {
+    (void)tokens;
+    int N = B * T;
+    if (N <= 0 || C <= 0) return;
+    size_t TC = (size_t)T * C;
+    if (dwpe) dwpe_kernel<<<elem_grid(TC), BLOCK, 0, stream(ctx)>>>(dwpe, dout, B, TC);
+    CUDA_CHECK_LAUNCH();
+    if (dwte) cuda_dwte_grouped(ctx, dwte, dout, host_tokens, 0, INT_MAX, N, C, 1,
+                                "embedding_backward");
 }
 
 // ---------------------------------------------------------------- layernorm

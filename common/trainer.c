@@ -84,7 +84,7 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
 // Rank 0 writes the whole model's weights (a sharded strategy gathers them first:
 // every rank takes part in that).
 static void save_params(const char *path, GPT *g, const TrainStrategy *S, int rank) {
-    size_t bytes = g->n_params * sizeof(float);
+    size_t n = gpt_num_params(&g->cfg), bytes = n * sizeof(float);  // the whole model
     float *host = malloc(bytes);
     CHECK(host, "out of host memory");
     if (S) S->gather_params(g, host, S->arg);
@@ -94,7 +94,7 @@ static void save_params(const char *path, GPT *g, const TrainStrategy *S, int ra
         return;
     }
     StTensor t = {.name = "params", .dtype = DT_F32, .ndim = 1, .data = host, .nbytes = bytes};
-    t.shape[0] = (int64_t)g->n_params;
+    t.shape[0] = (int64_t)n;
     char err[256];
     CHECK(st_save(path, &t, 1, NULL, 0, err, sizeof err) == 0, "%s", err);
     free(host);
@@ -147,13 +147,15 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     GPTConfig cfg;
     train_resolve(a, &cfg);
     int rank = h ? h->rank : 0, world = h ? h->world : 1, quiet = rank != 0;
+    int drank = h && h->data_world ? h->data_rank : rank;
+    int dworld = h && h->data_world ? h->data_world : world;
     int B = a->batch, T = cfg.seq_len, accum = a->accum, steps = a->steps;
 
     DataLoader dl;
     if (strcmp(a->data, "synthetic") == 0)
-        data_open_synthetic(&dl, cfg.vocab, (size_t)1 << 22, a->seed, B, T, rank, world);
+        data_open_synthetic(&dl, cfg.vocab, (size_t)1 << 22, a->seed, B, T, drank, dworld);
     else
-        data_open_text(&dl, a->data, B, T, rank, world);
+        data_open_text(&dl, a->data, B, T, drank, dworld);
 
     // Build in the order a framework does: weights, gradients, optimizer state,
     // then activations. A model too large for --device-mem fails here, at step
@@ -178,13 +180,13 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
 
     if (!quiet) {
         char pbytes[32];
-        format_bytes(g.n_params * sizeof(float), pbytes, sizeof pbytes);
+        format_bytes(gpt_num_params(&cfg) * sizeof(float), pbytes, sizeof pbytes);
         log_info("model: L=%d C=%d NH=%d T=%d V=%d | %zu params (%s fp32) | device %s, %d thread%s "
-                 "| %s", cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.seq_len, cfg.vocab, g.n_params,
+                 "| %s", cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.seq_len, cfg.vocab, gpt_num_params(&cfg),
                  pbytes, device_name(ctx->device), a->threads, a->threads == 1 ? "" : "s",
                  h && h->label ? h->label : "1 process");
         log_info("data: %s, %zu tokens | batch %d x %d x %d accum x %d rank%s | uniform-guess loss "
-                 "ln(V) = %.3f", dl.source, dl.n, B, T, accum, world, world == 1 ? "" : "s",
+                 "ln(V) = %.3f", dl.source, dl.n, B, T, accum, dworld, dworld == 1 ? "" : "s",
                  log((double)cfg.vocab));
         log_info("MFU = tokens/s x (6N + 12*L*H*Q*T) / peak, with 6N + 12LHQT = %.2f MFLOP/token "
                  "and peak = %.1f GFLOP/s %s", fpt * 1e-6, peak * 1e-9, peak_how);
@@ -194,7 +196,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     double *step_ms = malloc(sizeof(double) * steps);
     CHECK(inputs && targets && step_ms, "out of host memory");
     float first_loss = 0, loss = 0;
-    double tokens_per_step = (double)B * T * accum * world;
+    double tokens_per_step = (double)B * T * accum * dworld;
     for (int step = 0; step < steps; step++) {
         ctx->ops->synchronize(ctx);
         double t0 = now_seconds();

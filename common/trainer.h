@@ -42,7 +42,8 @@ typedef struct {
     // After the last backward: finish the communication, clip by the global norm
     // (over every rank's shard), update. Returns that norm.
     double (*step)(GPT *g, void *arg);
-    // The whole model's weights into host memory `out` (every rank calls it).
+    // The whole model's weights into host memory `out`, gpt_num_params(&g->cfg)
+    // floats in the single-process layout (every rank calls it).
     void (*gather_params)(GPT *g, float *out, void *arg);
     void (*destroy)(GPT *g, void *arg);
     void *arg;
@@ -54,6 +55,10 @@ typedef struct {
     // (comm_local_size/comm_local_cores): the CPU's MFU peak counts these cores.
     // 0 = unknown: the world, and this process's own cores.
     int local_ranks, local_cores;
+    // The data-parallel rank and size: ranks that hold the same model pieces read
+    // different slices of the batch; the ranks of one tensor-parallel group read
+    // the same one (stage 04). 0 and 0: rank and world (every rank is a replica).
+    int data_rank, data_world;
     // After the backward passes of a step, before clipping and the update: DDP
     // averages the gradients over its group here. NULL for a single process.
     void (*sync_grads)(GPT *g, void *arg);

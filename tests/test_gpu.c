@@ -381,6 +381,110 @@ static void test_crossentropy(Env *e, const Dims *d) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
 }
 
+// The vocabulary split (ops.h), block by block: V ids over 3 ranks of Vl =
+// ceil(V/3). Blocks 0 (it holds the 8 ids half the tokens come from), 2 (padded:
+// valid < Vl for every shape here) and 3, past the vocabulary: all padding, no
+// token in it. Lookups, position sums and the scatter add the same terms in the
+// same order as the CPU, and a max is exact: those compare with tolerance 0.
+static void test_vocab_split(Env *e, const Dims *d) {
+    int T = d->T, C = d->C, V = d->V, N = d->B * T, Vl = (V + 2) / 3, r0 = 3, Nr = N - r0;
+    int Nce = N < 256 ? N : 256;  // cross-entropy rows, as test_crossentropy
+    char what[96];
+    Buf tok = buf_tokens(e, N, V), targets = buf_tokens(e, Nce, V);
+    Buf dout = buf_normal(e, (size_t)N * C, 0.0f, 1.0f), out = buf_zero(e, dout.bytes);
+    Buf wpe = buf_normal(e, (size_t)T * C, 0.0f, 0.02f), dwpe = buf_normal(e, (size_t)T * C, 0, 1);
+    for (int dev = 0; dev < 2; dev++) {  // rows r0.. of the batch: a shard off the T grid
+        Ctx *x = ctx_of(e, dev);
+        x->ops->position_forward(x, on(&out, dev), on(&wpe, dev), r0, Nr, T, C);
+        x->ops->position_backward(x, on(&dwpe, dev), on(&dout, dev), r0, Nr, T, C);
+    }
+    check_buf(e, "vocab_split.position_forward", &out, 0.0);
+    check_buf(e, "vocab_split.position_backward", &dwpe, 0.0);
+    void *first = read_back(&e->gpu, dwpe.g, dwpe.bytes);
+    RERUN_GPU_SAME_BITS(e, "vocab_split.position_backward deterministic", dwpe, first,
+                        e->gpu.ops->position_backward(&e->gpu, dwpe.g, dout.g, r0, Nr, T, C));
+    free(first);
+    for (int r = 0; r < 4; r += 1 + (r == 0)) {  // blocks 0, 2, 3
+        int lo = r * Vl, valid = V - lo < 0 ? 0 : V - lo < Vl ? V - lo : Vl;
+        Buf wte = buf_normal(e, (size_t)Vl * C, 0.0f, 0.02f);
+        Buf dwte = buf_normal(e, (size_t)Vl * C, 0.0f, 1.0f);  // non-zero: += is checked
+        for (int dev = 0; dev < 2; dev++) {
+            Ctx *x = ctx_of(e, dev);
+            x->ops->embedding_lookup_forward(x, on(&out, dev), on(&tok, dev), on(&wte, dev), lo,
+                                             Vl, N, C);
+            x->ops->embedding_lookup_backward(x, on(&dwte, dev), on(&dout, dev), on(&tok, dev),
+                                              tok.host, lo, Vl, N, C);
+        }
+        snprintf(what, sizeof what, "vocab_split.b%d.lookup_forward", r);
+        check_buf(e, what, &out, 0.0);
+        snprintf(what, sizeof what, "vocab_split.b%d.lookup_backward", r);
+        check_buf(e, what, &dwte, 0.0);
+        first = read_back(&e->gpu, dwte.g, dwte.bytes);
+        snprintf(what, sizeof what, "vocab_split.b%d.lookup_backward deterministic", r);
+        RERUN_GPU_SAME_BITS(e, what, dwte, first,
+                            e->gpu.ops->embedding_lookup_backward(&e->gpu, dwte.g, dout.g, tok.g,
+                                                                  tok.host, lo, Vl, N, C));
+        free(first);
+
+        // Logits(Nce,Vl) whose padding holds 1e3, never to be read. m and sumexp as
+        // if another rank held a larger logit: this block's max + 0.5, and this
+        // block's sum from that m, + 1.
+        size_t nl = (size_t)Nce * Vl, nb = Nce * sizeof(float);
+        Buf lg = buf_normal(e, nl, 0.0f, 2.0f), inplace = buf_zero(e, lg.bytes);
+        Buf dlg = buf_zero(e, lg.bytes), m = buf_zero(e, nb), se = buf_zero(e, nb);
+        Buf tl = buf_normal(e, Nce, 0.0f, 2.0f), losses = buf_zero(e, nb);
+        Buf rowmax = buf_zero(e, nb), sumexp = buf_zero(e, nb), tlogit = buf_zero(e, nb);
+        float *mh = m.host, *sh = se.host;
+        for (int n = 0; n < Nce; n++) {
+            float *x = (float *)lg.host + (size_t)n * Vl, mx = x[0];
+            for (int v = valid; v < Vl; v++) x[v] = 1e3f;
+            for (int v = 1; v < valid; v++) mx = x[v] > mx ? x[v] : mx;
+            if (valid == 0) mx = 0.0f;
+            double sum = 1.0;
+            for (int v = 0; v < valid; v++) sum += exp((double)x[v] - (mx + 0.5f));
+            mh[n] = mx + 0.5f, sh[n] = (float)sum;
+        }
+        memcpy(inplace.host, lg.host, lg.bytes);
+        buf_upload(e, &lg), buf_upload(e, &inplace), buf_upload(e, &m), buf_upload(e, &se);
+        float dloss = 1.0f / Nce;
+        for (int dev = 0; dev < 2; dev++) {
+            Ctx *x = ctx_of(e, dev);
+            float *M = on(&m, dev), *S = on(&se, dev);
+            int *Y = on(&targets, dev);
+            x->ops->logits_max(x, on(&rowmax, dev), on(&lg, dev), Nce, Vl, valid);
+            x->ops->logits_sumexp(x, on(&sumexp, dev), on(&tlogit, dev), on(&lg, dev), M, Y, lo,
+                                  Nce, Vl, valid);
+            x->ops->crossentropy_loss(x, on(&losses, dev), M, S, on(&tl, dev), Nce);
+            x->ops->crossentropy_backward_split(x, on(&dlg, dev), on(&lg, dev), M, S, Y, lo, dloss,
+                                                Nce, Vl, valid);
+            x->ops->crossentropy_backward_split(x, on(&inplace, dev), on(&inplace, dev), M, S, Y,
+                                                lo, dloss, Nce, Vl, valid);
+        }
+        // -inf (valid = 0) defeats a relative error: the maxima compare as bits.
+        float *mc = read_back(&e->cpu, rowmax.c, nb), *mg = read_back(&e->gpu, rowmax.g, nb);
+        snprintf(what, sizeof what, "vocab_split.b%d.logits_max", r);
+        check_same_bits(e, what, mg, mc, nb);
+        free(mc);
+        free(mg);
+        struct { const char *name; Buf *b; double tol; } res[] = {
+            {"logits_sumexp.sumexp", &sumexp, TOL_FWD},
+            {"logits_sumexp.tlogit", &tlogit, 0.0},
+            {"crossentropy_loss", &losses, TOL_FWD},
+            {"crossentropy_backward_split", &dlg, TOL_GRAD},
+            {"crossentropy_backward_split.in_place", &inplace, TOL_GRAD},
+        };
+        for (int i = 0; i < 5; i++) {
+            snprintf(what, sizeof what, "vocab_split.b%d.%s", r, res[i].name);
+            check_buf(e, what, res[i].b, res[i].tol);
+        }
+        Buf *all[] = {&wte, &dwte, &lg, &inplace, &dlg, &m, &se, &tl, &losses, &rowmax, &sumexp,
+                      &tlogit};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+    }
+    Buf *all[] = {&tok, &targets, &dout, &out, &wpe, &dwpe};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
 static void test_optimizer(Env *e, const Dims *d) {
     size_t n = (size_t)d->V * d->C + 13;  // the size of wte, plus an odd tail
     Buf p = buf_normal(e, n, 0.0f, 1.0f), g = buf_normal(e, n, 0.0f, 1.0f);
@@ -555,6 +659,7 @@ int main(int argc, char **argv) {
         test_attention(e, d);
         test_elementwise(e, d);
         test_crossentropy(e, d);
+        test_vocab_split(e, d);
         test_optimizer(e, d);
     }
 

@@ -34,7 +34,10 @@ expect_fail zero_stage_4         "--zero"     --zero 4
 expect_fail unknown_preset       "--preset"   --preset gpt5
 expect_fail unknown_recipe       "--recipe"   --recipe fp8
 expect_fail pp_exceeds_layers    "--pp 13 exceeds --layers 12" --pp 13
-expect_fail course_with_tp       "--recipe course" --preset small --recipe course --tp 2
+expect_fail course_tp_not_dividing "--tp 3 does not divide --heads 4" --preset small --recipe course --tp 3
+expect_fail course_with_pp       "--pp"       --preset small --recipe course --pp 2
+expect_fail course_sp_without_tp "--sp needs --tp > 1" --preset small --recipe course --sp
+expect_fail course_sp_uneven_tokens "--tp 3" --preset small --hidden 96 --heads 6 --recipe course --tp 3 --sp
 expect_fail course_llama         "--recipe course" --preset llama2-7b --recipe course
 expect_fail bad_device_mem       "--device-mem" --device-mem 80XB
 expect_fail unknown_flag         "--tpp"      --tpp 2
@@ -86,6 +89,32 @@ fit=$(json "$dir/j" fit)
 t=$(json "$dir/j" bytes_act_per_layer)
 [ "$t" = "106954752" ] && echo "PASS act.cli_gpt3_tp8_sp_selective  $t B per layer" \
     || echo "FAIL act.cli_gpt3_tp8_sp_selective  '$t' (want 106954752)"
+
+# The course recipe on one of 2 tensor-parallel ranks with SP (stage 04's split), for the
+# small preset (L 4, C 256, 4 heads, V 256, T 128) at micro-batch 1: N = 128 tokens, 64 per
+# rank where SP splits them. Counted here per rank, in floats unless said:
+#   activations  encoded 64C; per layer ln1, res_att, ln2, res_mlp 64C each, 2 x (mean,
+#                rstd) 64 each, qkv, atty, fch, fch_gelu 128 x 12C/2, att 2 heads x T^2;
+#                lnf 64C + 2 x 64; logits 128 x 256/2; losses 128; row max, sum 2 x 128;
+#                then 4 bytes each, + int32 tokens and targets (128 each)
+#   workspace    dres, dln 64C each; datty, dqkv, dbig, dbig2 128 x 12C/2; datt 2 x T^2;
+#                SP gather and its gradient 2 x 128C; the row maxima of both ranks 2 x 128
+#   params       wte 128 x C, wpe 128 x C, per layer (12C^2 + 7C)/2 + 6C, ln_f 2C
+"$MC" --preset small --recipe course --tp 2 --sp --json >"$dir/j" 2>&1
+want=$(awk 'BEGIN { C = 256; T = 128; N = 128; Nl = 64; L = 4
+    layer = 4 * Nl * C + 4 * Nl + N * 12 * C / 2 + 2 * T * T
+    printf "%.0f %.0f %.0f", 4 * (Nl * C + L * layer + Nl * C + 2 * Nl + N * 128 + N + 2 * N) + 8 * N,
+        4 * (2 * Nl * C + N * 12 * C / 2 + 2 * T * T + 2 * N * C + 2 * N),
+        128 * C + T * C + L * ((12 * C * C + 7 * C) / 2 + 6 * C) + 2 * C }')
+read -r want_act want_ws want_pp <<<"$want"
+got=$(json "$dir/j" bytes_activations)
+[ "$got" = "$want_act" ] && [ "$(json "$dir/j" tp)" = 2 ] && [ "$(json "$dir/j" sp)" = true ] \
+    && echo "PASS measured.cli_course_tp2_sp  bytes_activations $got per TP rank" \
+    || echo "FAIL measured.cli_course_tp2_sp  bytes_activations '$got' (want $want_act), in $(head -c 300 "$dir/j")"
+got_ws=$(json "$dir/j" bytes_workspace) got_pp=$(json "$dir/j" params_per_gpu)
+[ "$got_ws" = "$want_ws" ] && [ "$got_pp" = "$want_pp" ] \
+    && echo "PASS cli01.course_tp2_sp_workspace_params  bytes_workspace $got_ws, params_per_gpu $got_pp per TP rank" \
+    || echo "FAIL cli01.course_tp2_sp_workspace_params  bytes_workspace '$got_ws' (want $want_ws), params_per_gpu '$got_pp' (want $want_pp)"
 
 # ---------------------------------------------------------------- the OOM at step zero
 # The 70B on one 8-GPU node, scaled by 1e-4: 70B -> a 7.02M-parameter GPT, 640 GB -> 64 MB.

@@ -8,9 +8,10 @@
 //   exact parameter counts of GPT-2 and Llama 2 (their released checkpoints).
 //
 // Check names start with the part they belong to (01_memory_wall/exercises/parts.txt):
-// bpp., params., zero., act. -- every check fails on the pristine starters, which
-// return zeros: each comparison requires the expected value to be positive and the
-// result to be within a stated tolerance of it.
+// bpp., params., zero., act., measured. -- every check fails on the pristine starters,
+// which return zeros: each comparison requires the expected value to be positive and the
+// result to be within a stated tolerance of it. plan. checks test memory_plan.c, which
+// is not an exercise (they pass on the starters too and are not scored).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,11 +359,72 @@ static void test_acts(TestState *ts) {
     test_report(ts, near(cgot, cwant, 0), "act.course_per_layer", "%.0f B (want %.0f)", cgot, cwant);
 }
 
+// ---------------------------------------------------------------- the course over TP ranks
+//
+// Stage 04 splits this code's GPT over t tensor-parallel ranks, optionally with sequence
+// parallelism. A small model with nothing a power of two where it matters: L 2, C 48,
+// 12 heads (so t = 2, 3, 4 all take whole heads), V 97 (padded to 98, 99, 100: blocks
+// of 49, 33, 25 rows), position table 8, batch 2 x 6 (N = 12 tokens: SP splits them 6,
+// 4, 3 per rank). Expected bytes per rank, counted tensor by tensor (fp32 unless said;
+// Nl = N/t with SP, else N):
+//   activations  encoded Nl*48; per layer ln1, res_att, ln2, res_mlp Nl*48 each, two
+//                means and two rstds Nl each, qkv N*144/t, atty N*48/t, fch and fch_gelu
+//                N*192/t each, att 2 x 12/t x 6 x 6; lnf Nl*48, its mean and rstd Nl
+//                each; logits N*ceil(97/t); losses N; t > 1: row max and sum N each;
+//                + int32 tokens and targets, 4N bytes each
+//   workspace    dres, dln Nl*48 each; datty N*48/t, dqkv N*144/t, dbig, dbig2 N*192/t
+//                each, datt 2 x 12/t x 6 x 6; SP: gathered input and its gradient N*48
+//                each; t > 1: all ranks' row maxima t*N
+//   params       wte ceil(97/t) x 48, wpe 8 x 48; per layer ln_1, ln_2 4 x 48, c_attn
+//                (144*48 + 144)/t, attn c_proj 48*48/t + 48, c_fc (192*48 + 192)/t,
+//                mlp c_proj 48*192/t + 48; ln_f 2 x 48
+static void test_course_tp(TestState *ts) {
+    ModelSpec m = {ARCH_GPT, 2, 48, 12, 12, 192, 97, 8, 0, 0};
+    static const struct { const char *name; int tp, sp; double act, work; } cases[] = {
+        {"tp1", 1, 0, 90528, 35712},
+        {"tp2", 2, 0, 57216, 20256},    {"tp3", 3, 0, 46080, 15120},
+        {"tp4", 4, 0, 40512, 12576},    {"tp2_sp", 2, 1, 45456, 22560},
+        {"tp3_sp", 3, 1, 30400, 16656}, {"tp4_sp", 4, 1, 22872, 13728},
+    };
+    char name[64], detail[512];
+    int wok = 1;
+    size_t pos = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double got = mm_course_act_bytes(&m, 2, 6, cases[i].tp, cases[i].sp);
+        snprintf(name, sizeof name, "measured.course_act.%s", cases[i].name);
+        test_report(ts, near(got, cases[i].act, 0), name,
+                    "TP %d%s, L2 C48 NH12 V97, batch 2x6: %.0f B per rank (want %.0f)",
+                    cases[i].tp, cases[i].sp ? " + SP" : "", got, cases[i].act);
+        double w = mm_course_workspace_bytes(&m, 2, 6, cases[i].tp, cases[i].sp);
+        wok = wok && near(w, cases[i].work, 0);
+        pos += (size_t)snprintf(detail + pos, sizeof detail - pos, "%s %.0f (want %.0f); ",
+                                cases[i].name, w, cases[i].work);
+    }
+    test_report(ts, wok, "plan.course_workspace_per_rank", "%s", detail);
+    static const double want_params[] = {61680, 31392, 21296, 16248};  // t = 1..4
+    int pok = 1;
+    pos = 0;
+    for (int t = 1; t <= 4; t++) {
+        double got = mm_course_params_per_rank(&m, t);
+        pok = pok && near(got, want_params[t - 1], 0);
+        pos += (size_t)snprintf(detail + pos, sizeof detail - pos, "tp%d %.0f (want %.0f); ", t,
+                                got, want_params[t - 1]);
+    }
+    // mm_estimate takes the course's model states from this split.
+    Setup s = mm_default_setup(&m);
+    s.recipe = RECIPE_COURSE;
+    s.tp = 3;
+    MemEstimate e = mm_estimate(&m, &s);
+    test_report(ts, pok && e.params_per_gpu == want_params[2], "plan.course_params_per_rank",
+                "%smm_estimate at TP 3: %.0f", detail, e.params_per_gpu);
+}
+
 int main(void) {
     TestState ts = {0, 0};
     test_bpp(&ts);
     test_params(&ts);
     test_zero(&ts);
     test_acts(&ts);
+    test_course_tp(&ts);
     return test_finish(&ts);
 }

@@ -266,6 +266,208 @@ static void test_crossentropy(TestState *ts) {
     free(c.logits); free(c.tgt); free(y); free(ref); free(num); free(ones); free(dl); free(copy);
 }
 
+// ---------------------------------------------------------------- the vocabulary split
+//
+// The pieces of a vocab-parallel embedding and cross-entropy (ops.h) against the
+// fused ops, with V ids split over t ranks: rank r holds ids [r*Vl, r*Vl + valid_r),
+// Vl = ceil(V/t), valid_r = clamp(V - r*Vl, 0, Vl). The last blocks are padded,
+// and with enough ranks one is all padding.
+static int split_width(int V, int t) { return (V + t - 1) / t; }
+static int split_valid(int V, int t, int r) {
+    int v = V - r * split_width(V, t), Vl = split_width(V, t);
+    return v < 0 ? 0 : v > Vl ? Vl : v;
+}
+static void check_bits(TestState *ts, const char *name, const float *got, const float *want,
+                       size_t n) {
+    int same = memcmp(got, want, n * sizeof(float)) == 0;
+    test_report(ts, same, name, "%s (n %zu)", same ? "bitwise identical" : "DIFFERENT", n);
+}
+
+// dwpe from position_backward over row shards [cut[s], cut[s+1]), each into its own
+// buffer, the buffers summed on the host in shard order (as an all-reduce would).
+static void position_backward_shards(float *sum, const float *dout, const int *cut, int nshards,
+                                     int T, int C) {
+    float *pe = zeros((size_t)T * C);
+    memset(sum, 0, sizeof(float) * T * C);
+    for (int s = 0; s < nshards; s++) {
+        memset(pe, 0, sizeof(float) * T * C);
+        o->position_backward(&ctx, pe, dout + (size_t)cut[s] * C, cut[s], cut[s + 1] - cut[s], T,
+                             C);
+        for (int i = 0; i < T * C; i++) sum[i] += pe[i];
+    }
+    free(pe);
+}
+
+static void test_split_embedding(TestState *ts) {
+    enum { B = 3, T = 5, C = 6, V = 7, N = B * T, NT = 3 };  // blocks of 3, 3 and 1 ids
+    int Vl = split_width(V, NT);
+    size_t nd = (size_t)N * C, nw = (size_t)NT * Vl * C;
+    float *wte = randn(nw, 1), *wpe = randn(T * C, 1), *zpe = zeros(T * C);  // rows V..: padding
+    int tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (int)rng_below(&rng, V);  // 15 draws of 7: repeats
+    tok[3] = V - 1;                                                 // the last block is used
+    float *ref = zeros(nd), *out = zeros(nd), *sum = zeros(nd);
+
+    // Unsplit: one block with every id, the whole batch from row 0. lookup copies
+    // wte's row, position adds wpe's: the same one addition as embedding_forward.
+    o->embedding_forward(&ctx, ref, tok, wte, wpe, B, T, C);
+    o->embedding_lookup_forward(&ctx, out, tok, wte, 0, V, N, C);
+    o->position_forward(&ctx, out, wpe, 0, N, T, C);
+    check_bits(ts, "split.lookup+position.unsplit", out, ref, nd);
+    // The rows in shards that start at row0 = 0, 4, 10 (not multiples of T).
+    static const int cut[] = {0, 4, 10, 15}, cut2[] = {0, 5, 15};
+    o->embedding_lookup_forward(&ctx, out, tok, wte, 0, V, N, C);
+    for (int s = 0; s < 3; s++)
+        o->position_forward(&ctx, out + (size_t)cut[s] * C, wpe, cut[s], cut[s + 1] - cut[s], T, C);
+    check_bits(ts, "split.position_forward.row_shards", out, ref, nd);
+
+    // Split over NT blocks: each row comes from exactly one block, the others give
+    // zeros, and x + 0 = x: the sum equals embedding_forward's wte part (wpe = 0) exactly.
+    o->embedding_forward(&ctx, ref, tok, wte, zpe, B, T, C);
+    for (int r = 0; r < NT; r++) {
+        o->embedding_lookup_forward(&ctx, out, tok, wte + (size_t)r * Vl * C, r * Vl, Vl, N, C);
+        for (size_t i = 0; i < nd; i++) sum[i] += out[i];
+    }
+    check_bits(ts, "split.lookup.sum_over_blocks[t=3]", sum, ref, nd);
+
+    // Backward. Block r gets a whole-vocabulary buffer, zeroed, at its rows: any
+    // write outside rows [r*Vl, (r+1)*Vl) shows. A row's terms are added in
+    // increasing n by both ops, and the other blocks add zeros: exact.
+    float *dout = randn(nd, 1), *dwte = zeros(nw), *dwpe = zeros(T * C);
+    float *blk = zeros(nw), *dsum = zeros(nw), *pe = zeros(T * C);
+    o->embedding_backward(&ctx, dwte, dwpe, dout, tok, tok, B, T, C);
+    int outside = 0;
+    for (int r = 0; r < NT; r++) {
+        memset(blk, 0, nw * sizeof(float));
+        o->embedding_lookup_backward(&ctx, blk + (size_t)r * Vl * C, dout, tok, tok, r * Vl, Vl, N,
+                                     C);
+        for (size_t i = 0; i < nw; i++) {
+            int row = (int)(i / C);
+            if ((row < r * Vl || row >= (r + 1) * Vl) && blk[i] != 0.0f) outside++;
+            dsum[i] += blk[i];
+        }
+    }
+    test_report(ts, outside == 0, "split.lookup_backward.own_rows_only",
+                "%d values written outside the block's rows", outside);
+    check_bits(ts, "split.lookup_backward.sum_over_blocks[t=3]", dsum, dwte, nw);
+
+    // position_backward over row shards. Into one buffer, shard after shard: every
+    // dwpe row gets embedding_backward's terms in its order (b = 0, 1, 2): exact.
+    for (int s = 0; s < 3; s++)
+        o->position_backward(&ctx, pe, dout + (size_t)cut[s] * C, cut[s], cut[s + 1] - cut[s], T,
+                             C);
+    check_bits(ts, "split.position_backward.shards_accumulated", pe, dwpe, (size_t)T * C);
+    // Each shard into its own buffer, summed on the host. Still exact when every
+    // shard but the first to hold a position adds one term to it: cuts 0,4,10,15
+    // (position 4: shard 1 sums rows 4 and 9, shard 2 adds row 14): same order.
+    position_backward_shards(pe, dout, cut, 3, T, C);
+    check_bits(ts, "split.position_backward.shards_summed.same_order", pe, dwpe, (size_t)T * C);
+    // Cuts 0,5,15: shard 1 holds rows t+5 and t+10 of every position, so the host
+    // computes d0 + (d5 + d10) where embedding_backward computes (d0 + d5) + d10.
+    // Reassociated sums of 3 fp32 terms: a few ulp each, so 1e-6 relative.
+    position_backward_shards(pe, dout, cut2, 2, T, C);
+    check_rel(ts, "split.position_backward.shards_summed.reassociated", pe, dwpe, (size_t)T * C,
+              1e-6);
+    free(wte); free(wpe); free(zpe); free(ref); free(out); free(sum); free(dout); free(dwte);
+    free(dwpe); free(blk); free(dsum); free(pe);
+}
+
+// Block r of logits(N,V) as the rank holding it sees it: (N,Vl), the valid
+// columns from the full logits, the padding filled with 1e3 (garbage that would
+// dominate the max and the sum if it were read).
+static void split_block(float *blk, const float *logits, int N, int V, int Vl, int lo, int valid) {
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < Vl; v++)
+            blk[(size_t)n * Vl + v] = v < valid ? logits[(size_t)n * V + lo + v] : 1e3f;
+}
+
+// The cross-entropy of N rows over V ids split in t blocks, combined on the host as
+// the parallel code combines it over ranks: m = max of the block maxima, sumexp =
+// sum of the block sums, tlogit = sum of the block tlogits (one block holds the target).
+static void split_ce_case(TestState *ts, int N, int V, int t) {
+    int Vl = split_width(V, t);
+    float dloss = 1.0f / N;
+    float *logits = randn((size_t)N * V, 3), *loss_ref = zeros(N), *dl_ref = zeros((size_t)N * V);
+    int *tgt = malloc(sizeof(int) * N);
+    for (int n = 0; n < N; n++) tgt[n] = (int)rng_below(&rng, V);
+    o->crossentropy_forward(&ctx, loss_ref, logits, tgt, N, V);
+    o->crossentropy_backward(&ctx, dl_ref, logits, tgt, dloss, N, V);
+
+    float *blk = zeros((size_t)N * Vl), *dblk = zeros((size_t)N * Vl), *dl = zeros((size_t)N * V);
+    float *m = zeros(N), *se = zeros(N), *tl = zeros(N), *bm = zeros(N), *bse = zeros(N);
+    float *btl = zeros(N), *mref = zeros(N), *loss = zeros(N);
+    int empty_ok = 1, pad_nonzero = 0, inplace_same = 1;
+    for (int n = 0; n < N; n++) {
+        m[n] = mref[n] = -INFINITY;
+        for (int v = 0; v < V; v++) mref[n] = fmaxf(mref[n], logits[(size_t)n * V + v]);
+    }
+    for (int r = 0; r < t; r++) {  // pass 1: the row maxima
+        int lo = r * Vl, valid = split_valid(V, t, r);
+        split_block(blk, logits, N, V, Vl, lo, valid);
+        o->logits_max(&ctx, bm, blk, N, Vl, valid);
+        for (int n = 0; n < N; n++) {
+            m[n] = bm[n] > m[n] ? bm[n] : m[n];
+            if (valid == 0) empty_ok &= bm[n] == -INFINITY;
+        }
+    }
+    for (int r = 0; r < t; r++) {  // pass 2: sums and target logits, from the global max
+        int lo = r * Vl, valid = split_valid(V, t, r);
+        split_block(blk, logits, N, V, Vl, lo, valid);
+        o->logits_sumexp(&ctx, bse, btl, blk, m, tgt, lo, N, Vl, valid);
+        for (int n = 0; n < N; n++) {
+            se[n] += bse[n], tl[n] += btl[n];
+            if (valid == 0) empty_ok &= bse[n] == 0.0f && btl[n] == 0.0f;
+        }
+    }
+    o->crossentropy_loss(&ctx, loss, m, se, tl, N);
+    for (int r = 0; r < t; r++) {  // the gradient, block by block
+        int lo = r * Vl, valid = split_valid(V, t, r);
+        split_block(blk, logits, N, V, Vl, lo, valid);
+        o->crossentropy_backward_split(&ctx, dblk, blk, m, se, tgt, lo, dloss, N, Vl, valid);
+        for (int n = 0; n < N; n++)
+            for (int v = 0; v < Vl; v++) {
+                float d = dblk[(size_t)n * Vl + v];
+                if (v < valid) dl[(size_t)n * V + lo + v] = d;
+                else pad_nonzero += d != 0.0f;  // must be exactly 0, not just small
+            }
+        o->crossentropy_backward_split(&ctx, blk, blk, m, se, tgt, lo, dloss, N, Vl, valid);
+        inplace_same &= memcmp(blk, dblk, sizeof(float) * N * Vl) == 0;
+    }
+    char name[96];
+#define NAME(what) (snprintf(name, sizeof name, "split.ce.%s[V=%d,t=%d]", what, V, t), name)
+    // The max of maxima is the max: exact. m is also what crossentropy_forward subtracts.
+    check_bits(ts, NAME("max_of_block_maxima"), m, mref, N);
+    // The loss differs from crossentropy_forward's only in the order in which
+    // sumexp's <= V fp32 terms (each in (0, 1], one of them 1) are added: a few ulp
+    // of sumexp, so of log(sumexp), and the loss is ~ log V: 1e-6 relative.
+    check_rel(ts, NAME("loss"), loss, loss_ref, N, 1e-6);
+    // Gradient: d = exp(x - shift) * dloss with shift = m + log(sumexp). The same
+    // reordered sumexp moves log(sumexp) by <= V ulp-ish (~1e-6 at worst, ~1e-8
+    // typically) and shift's rounding adds one ulp of |shift| < 16 (9.5e-7); with
+    // p = exp(x - shift) <= 1, |dd| ~ p * dloss * dshift <= 2e-6 * dloss: the
+    // tolerance, absolute (3.3e-7 here; padding and the target's -dloss are exact).
+    double maxerr = 0, tol = 2e-6 * dloss;
+    for (size_t i = 0; i < (size_t)N * V; i++)
+        maxerr = fmax(maxerr, fabs((double)dl[i] - dl_ref[i]));
+    test_report(ts, maxerr <= tol, NAME("backward"), "max abs err %.3e (tol %.1e, n %d)", maxerr,
+                tol, N * V);
+    test_report(ts, pad_nonzero == 0, NAME("backward.padding_zero"), "%d padding values not 0",
+                pad_nonzero);
+    test_report(ts, inplace_same, NAME("backward.in_place"), "%s",
+                inplace_same ? "same bits as out of place" : "DIFFERENT");
+    if (split_valid(V, t, t - 1) == 0)
+        test_report(ts, empty_ok, NAME("all_padding_block"),
+                    "rowmax -inf, sumexp 0, tlogit 0 for the block without ids");
+#undef NAME
+    free(logits); free(loss_ref); free(dl_ref); free(tgt); free(blk); free(dblk); free(dl);
+    free(m); free(se); free(tl); free(bm); free(bse); free(btl); free(mref); free(loss);
+}
+
+static void test_split_crossentropy(TestState *ts) {
+    for (int t = 1; t <= 3; t++) split_ce_case(ts, 6, 19, t);  // 19 = 10+9, 7+7+5
+    split_ce_case(ts, 6, 5, 4);  // blocks of 2: ids {0,1} {2,3} {4} {} (all padding)
+}
+
 // ---------------------------------------------------------------- optimizer
 static void test_adamw(TestState *ts) {
     size_t n = 37;
@@ -304,6 +506,8 @@ int main(void) {
     test_attention(&ts);
     test_gelu(&ts);
     test_crossentropy(&ts);
+    test_split_embedding(&ts);
+    test_split_crossentropy(&ts);
     test_adamw(&ts);
     ctx_destroy(&ctx);
     return test_finish(&ts);

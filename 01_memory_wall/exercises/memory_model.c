@@ -65,6 +65,8 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
     //  - Nothing to count without an architecture (m->raw_params > 0): return 0.
     //  - RECIPE_COURSE is this code exactly: 4 bytes x (b*s*(16h + 4) + b*a*s*s) -- read
     //    gpt_alloc_acts in common/model.c and find the 16 tensors and the 4 statistics.
+    //    On one of t = s->tp ranks (stage 04) the 12h of qkv, atty, fch, fch_gelu and the
+    //    a heads divide by t; the other 4h + 4 only with s->sp (see mm_course_act_bytes).
     //  - Otherwise e = mm_act_elem_bytes(s->recipe) bytes per element, and a 1-byte mask
     //    per dropout when m->dropout. Per token (multiply by s*b*h):
     //      replicated over TP ranks: 4 elements (two norm inputs, QKV input, MLP input)
@@ -85,7 +87,8 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
 // Activation bytes on the busiest GPU (the first pipeline stage).
 double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
     // TODO(exercise):
-    //  - raw_params > 0: 0. RECIPE_COURSE: mm_course_act_bytes(m, s->micro_batch, s->seq).
+    //  - raw_params > 0: 0. RECIPE_COURSE: mm_course_act_bytes(m, s->micro_batch, s->seq,
+    //    s->tp, s->sp).
     //  - mm_layers_per_stage(m, s) layers x mm_in_flight(s) micro-batches x one layer
     //    (Korthikanti Eq. 5: with 1F1B this is L layers' worth for any p).
     //  - Full recompute: add one layer without recompute (it is rematerialised during
@@ -98,13 +101,31 @@ double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
     return 0;
 }
 
-// What gpt_alloc_acts charges to MEM_ACTIVATIONS for a (B, T) batch.
-double mm_course_act_bytes(const ModelSpec *m, int B, int T) {
+// What gpt_alloc_acts charges to MEM_ACTIVATIONS for a (B, T) batch on one of tp
+// tensor-parallel ranks, with sequence parallelism when sp.
+double mm_course_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp) {
     // TODO(exercise): read gpt_alloc_acts in common/model.c and add up its act_floats
     // (in fp32) and the two int32 arrays of token ids it allocates beside them. Your
     // number must match build/measure's ledger exactly, to the byte: every term counts.
+    // Start with tp = 1 (no sp): the whole model, as stages 01-03 run it. Then what
+    // t = tp > 1 changes, tensor by tensor, with N = B*T tokens (stage 04's layout,
+    // the same gpt_alloc_acts):
+    //  - split t ways: qkv, atty, fch, fch_gelu (each rank has C/t of their columns),
+    //    the attention probabilities (NH/t heads), the logits (a block of the
+    //    vocabulary, padded to a multiple of t: ceil(V/t) columns);
+    //  - whole on every rank: the residual stream and everything of the layernorms
+    //    (encoded, ln1, res_att, ln2, res_mlp, the mean and 1/std, ln_f), the losses and
+    //    the token ids;
+    //  - new: the vocab-parallel cross-entropy keeps each row's max and sum of
+    //    exponentials (2 floats per token) for its backward;
+    //  - sp (only with tp > 1; Korthikanti et al., Eq. 4): the residual stream and the
+    //    layernorms' tensors (the list above up to ln_f) are split along the sequence,
+    //    N/t tokens per rank; the split tensors, the losses, the max and sum pairs and
+    //    the token ids keep all N.
     (void)m;
     (void)B;
     (void)T;
+    (void)tp;
+    (void)sp;
     return 0;
 }

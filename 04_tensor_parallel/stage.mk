@@ -1,0 +1,31 @@
+# 04_tensor_parallel/stage.mk — Megatron tensor and sequence parallelism over a
+# dp x tp mesh; its tests and benchmark.
+#
+#   make stage-4     tests, the demo, the sweep and plots into $(RESULTS)/04_tensor_parallel/
+#   make grade-4     the same tests against 04_tensor_parallel/exercises/ (PART=name)
+S04 := 04_tensor_parallel
+# linear.c and vocab_ce.c are the exercises (EX=1 swaps them). The collectives and
+# DDP come from stage 02's reference, the calculator from stage 01's: this stage
+# grades this stage's code.
+S04_OBJS := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
+            $(patsubst %,$(BUILD)/$(S04)/%.o,conjugate vocab_embed tp_model) \
+            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o \
+            $(BUILD)/$(S02)/baseline_mpi.o
+S04_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memory_plan.o
+S04_BINS := $(BUILD)/tp_train $(BUILD)/tests/test_tp
+BINS += $(S04_BINS)
+
+$(BUILD)/$(S04)/%.o: CFLAGS += -I$(S02) -I$(S04)
+$(BUILD)/tests/test_tp.o: CFLAGS += -I$(S02) -I$(S04) -I01_memory_wall
+$(filter $(BUILD)/$(S04)/%,$(S04_OBJS)) $(BUILD)/$(S04)/tp_train.o \
+  $(BUILD)/tests/test_tp.o: $(wildcard $(S04)/*.h) $(wildcard $(S02)/*.h)
+
+$(BUILD)/tp_train: $(BUILD)/$(S04)/tp_train.o $(S04_OBJS) $(CORE_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/tests/test_tp: $(BUILD)/tests/test_tp.o $(S04_OBJS) $(S04_CALC) $(CORE_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+.PHONY: stage-4
+stage-4: all
+	@BUILD=$(BUILD) bash tests/run.sh stage04
+	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash $(S04)/run_stage.sh

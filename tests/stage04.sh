@@ -1,0 +1,106 @@
+# tests/stage04.sh — stage 04's suite, sourced by tests/run.sh (which defines
+# `run NAME COMMAND...`, $BUILD and $log). 04_tensor_parallel/exercises/parts.txt
+# grades the checks named tp.*.
+#
+# tests/test_tp.c does the work: the layers one by one, then the whole model
+# against one process (logits 1e-5, gradients 1e-4, weights after 10 AdamW steps
+# 1e-4), the bytes against the formula, the ledger against the stage-01
+# calculator, and the replicated weights bitwise on every TP rank. Its model
+# (L=2 C=48 NH=12 T=12 V=251) splits over t = 1, 2, 3, 4 and pads its vocabulary.
+for t in 1 2 3 4; do
+    run "tp-t$t" "$BUILD/tests/test_tp" --np "$t" --tp "$t" --timeout 20
+    [ "$t" -gt 1 ] && run "tp-t$t-sp" "$BUILD/tests/test_tp" --np "$t" --tp "$t" --sp --timeout 20
+done
+# The dp x tp meshes: 2 x 2 on 4 ranks, 3 x 2 on 6, and 2 x 3 with SP on 6.
+run tp-t2-dp2 "$BUILD/tests/test_tp" --np 4 --tp 2 --timeout 20
+run tp-t2-sp-dp2 "$BUILD/tests/test_tp" --np 4 --tp 2 --sp --timeout 20
+run tp-t2-dp3 "$BUILD/tests/test_tp" --np 6 --tp 2 --timeout 20
+run tp-t3-sp-dp2 "$BUILD/tests/test_tp" --np 6 --tp 3 --sp --timeout 20
+
+export S4_DIR="$log/stage04"
+mkdir -p "$S4_DIR"
+S4_MODEL="--layers 2 --width 48 --heads 12 --seq 12 --vocab 251"
+S4_TRAIN="--steps 5 --batch 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1"
+export S4_MODEL S4_TRAIN
+
+# The driver: build/tp_train (the trainer's loop, the strategy of tp_model.c) ends
+# where build/train ends, within 1e-5 (||a - b|| / ||b|| of the whole model; the
+# split layers sum in another order), and every rank's ledger equals the
+# calculator's activations, workspace and weights per rank.
+s4_driver() {  # s4_driver NAME NP TP [FLAGS...]
+    local name=$1 np=$2 tp=$3 f="$S4_DIR/$1"; shift 3
+    local ref="$S4_DIR/ref-dp$((np / tp))"
+    echo "PLAN tp.driver.$name"
+    echo "PLAN tp.driver_memory.$name"
+    if [ ! -f "$ref.safetensors" ]; then
+        # One process with the whole global batch: dp x 2 rows.
+        "$BUILD/train" $S4_MODEL $S4_TRAIN --batch $((2 * np / tp)) \
+            --save-params "$ref.safetensors" >"$ref.log" 2>&1
+    fi
+    if ! "$BUILD/tp_train" --np "$np" --tp "$tp" --timeout 20 $S4_MODEL $S4_TRAIN "$@" \
+            --save-params "$f.safetensors" >"$f.log" 2>&1; then
+        echo "FAIL tp.driver.$name  the run failed: $(grep -m1 -E 'error|killed' "$f.log" | cut -c1-300)"
+        tail -n 5 "$f.log"
+        return
+    fi
+    "$BUILD/tests/compare_params" "$f.safetensors" "$ref.safetensors" 1e-5 "tp.driver.$name"
+    local sp=""
+    for a in "$@"; do [ "$a" = --sp ] && sp=--sp; done
+    "$BUILD/memcalc" --layers 2 --hidden 48 --heads 12 --seq 12 --vocab 251 --recipe course \
+        --micro-batch 2 --tp "$tp" $sp --json >"$f.calc.json"
+    /usr/bin/python3 - "$f.log" "$f.calc.json" "tp.driver_memory.$name" <<'PY'
+import json, re, sys
+log, calc, name = sys.argv[1:4]
+c = json.load(open(calc))
+want = {"activations": c["bytes_activations"], "workspace": c["bytes_workspace"],
+        "params": c["bytes_params"], "grads": c["bytes_grads"], "optimizer": c["bytes_optimizer"]}
+bad, ranks = [], 0
+for line in open(log):
+    if line.startswith("MEM "):
+        ranks += 1
+        got = dict(kv.split("=") for kv in line.split()[1:])
+        bad += [f"rank {got['rank']} {k} {got[k]} != {int(v)}" for k, v in want.items() if int(got[k]) != int(v)]
+ok = ranks > 0 and not bad
+detail = "; ".join(bad[:3]) if bad else f"{ranks} ranks: activations {int(want['activations'])} B, workspace {int(want['workspace'])} B, weights {int(want['params'])} B each"
+print(f"{'PASS' if ok else 'FAIL'} {name}  ledger = memcalc --recipe course per rank; {detail}")
+PY
+}
+run tp-driver-t2 s4_driver t2 2 2
+run tp-driver-t3-sp s4_driver t3.sp 3 3 --sp
+run tp-driver-t2-dp2 s4_driver t2.dp2 4 2
+
+# Bad layouts are refused before any rank starts, naming the flags.
+s4_refuse() {  # s4_refuse NAME PATTERN FLAGS...
+    local name=$1 pattern=$2 out rc; shift 2
+    out=$("$BUILD/tp_train" --steps 1 --peak-tflops 1 "$@" 2>&1); rc=$?
+    if [ "$rc" -eq 2 ] && echo "$out" | grep -q -- "$pattern" && ! echo "$out" | grep -q "model:"; then
+        echo "PASS tp.refuses.$name  exit 2: $(echo "$out" | grep -m1 -- "$pattern" | cut -c1-200)"
+    else
+        echo "FAIL tp.refuses.$name  exit $rc; output: $(echo "$out" | tail -n 2)"
+    fi
+}
+run tp-refuse-heads s4_refuse heads "--tp 3 does not divide --heads 4" --np 3 --tp 3 --preset tiny
+run tp-refuse-np s4_refuse np "--tp 2 does not divide the 3 ranks" --np 3 --tp 2 --preset tiny
+run tp-refuse-sp1 s4_refuse sp_needs_tp "--sp needs --tp of 2 or more" --np 1 --tp 1 --sp --preset tiny
+run tp-refuse-sp-tokens s4_refuse sp_tokens "--tp 3 does not divide the 1 x 32 = 32 tokens" \
+    --np 3 --tp 3 --sp --preset tiny --heads 3 --width 48 --batch 1
+
+# Under mpirun, with MPI's collectives: within 1e-5 of one process.
+if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then
+    s4_mpi() {
+        local name="tp.driver.t2.mpi" f="$S4_DIR/mpi" ref="$S4_DIR/ref-dp1"
+        echo "PLAN $name"
+        [ -f "$ref.safetensors" ] || "$BUILD/train" $S4_MODEL $S4_TRAIN --save-params "$ref.safetensors" >"$ref.log" 2>&1
+        if env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+               "LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
+               "ASAN_OPTIONS=fast_unwind_on_malloc=0" mpirun --oversubscribe -np 2 \
+               "$BUILD/tp_train" --transport mpi --algo mpi --tp 2 $S4_MODEL $S4_TRAIN \
+               --save-params "$f.safetensors" >"$f.log" 2>&1; then
+            "$BUILD/tests/compare_params" "$f.safetensors" "$ref.safetensors" 1e-5 "$name"
+        else
+            echo "FAIL $name  the run failed: $(grep -m1 -E 'error' "$f.log" | cut -c1-300)"
+            tail -n 6 "$f.log"
+        fi
+    }
+    run tp-mpi s4_mpi
+fi
