@@ -119,6 +119,12 @@ $(BUILD)/sgemm_bench: $(BUILD)/common/sgemm_bench.o $(CORE_OBJS)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# test_gpu is two objects: main, the helpers, memory and model (test_gpu.c) and
+# the op-by-op checks (test_gpu_ops.c).
+$(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o: tests/test_gpu.h
+$(BUILD)/tests/test_gpu: $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o $(CORE_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 test: all
 	@BUILD=$(BUILD) bash tests/run.sh
 

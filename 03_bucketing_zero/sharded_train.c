@@ -18,45 +18,6 @@
 #include "check.h"
 #include "sharded.h"
 
-// ---------------------------------------------------------------- same configuration everywhere
-
-// Ranks started by hand (mpirun's `-np 1 prog --x 1 : -np 1 prog --x 2`, or
-// torchrun on machines with different scripts) can disagree, and then collectives
-// of different sizes meet and time out far from the cause. So every rank sends its
-// configuration, "flag=value" words, to rank 0, which names the first that differs.
-#define CONFIG_BYTES 1024
-
-static void check_same_config(Comm *c, const char *mine) {
-    const Group *w = comm_world(c);
-    char buf[CONFIG_BYTES] = {0}, verdict[CONFIG_BYTES] = {0};
-    snprintf(buf, sizeof buf, "%s", mine);
-    if (w->rank != 0) {
-        comm_send(c, w, 0, buf, sizeof buf);
-        comm_recv(c, w, 0, verdict, sizeof verdict);
-        CHECK(!verdict[0], "%s", verdict);
-        return;
-    }
-    for (int r = 1; r < w->size; r++) {
-        char theirs[CONFIG_BYTES];
-        comm_recv(c, w, r, theirs, sizeof theirs);
-        if (verdict[0] || strcmp(theirs, buf) == 0) continue;
-        // The first word that differs: "--bucket-mb=25" against "--bucket-mb=1".
-        char a[CONFIG_BYTES], b[CONFIG_BYTES], *sa, *sb;
-        snprintf(a, sizeof a, "%s", buf);
-        snprintf(b, sizeof b, "%s", theirs);
-        char *wa = strtok_r(a, " ", &sa), *wb = strtok_r(b, " ", &sb);
-        while (wa && wb && strcmp(wa, wb) == 0) {
-            wa = strtok_r(NULL, " ", &sa);
-            wb = strtok_r(NULL, " ", &sb);
-        }
-        snprintf(verdict, sizeof verdict, "the ranks run different configurations: rank 0 has %s, "
-                 "rank %d has %s; every rank must be started with the same flags", wa ? wa : "(less)",
-                 r, wb ? wb : "(less)");
-    }
-    for (int r = 1; r < w->size; r++) comm_send(c, w, r, verdict, sizeof verdict);
-    CHECK(!verdict[0], "%s", verdict);
-}
-
 // While rank 0 measures the CPU's peak for MFU, the others wait here instead of
 // computing beside it.
 static void barrier(GPT *g, void *arg) {
@@ -126,7 +87,7 @@ int main(int argc, char **argv) {
     transport_parse(transport, &cc.transport);
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
 
-    char conf[CONFIG_BYTES];
+    char conf[COMM_CONFIG_BYTES];
     snprintf(conf, sizeof conf, "--np=%d --strategy=%s --algo=%s --bucket-mb=%g --overlap=%d "
              "--prefetch=%d --reshard=%d --fsdp-unit-layers=%d --shard-size=%d --preset=%s "
              "--layers=%d --width=%d --heads=%d --seq=%d --vocab=%d --batch=%d --grad-accum=%d "
@@ -134,7 +95,7 @@ int main(int argc, char **argv) {
              comm_size(c), strategy, algo, bucket_mb, sc.overlap, sc.prefetch, sc.reshard,
              unit_layers, shard_size, a.preset, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.seq_len,
              cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.grad_clip, a.weight_decay, a.seed, a.data);
-    check_same_config(c, conf);
+    comm_check_same_config(c, conf);
 
     // CUDA is touched only now, in each rank: it does not survive the launcher's fork.
     Ctx ctx;

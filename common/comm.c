@@ -519,3 +519,40 @@ void comm_die_mismatch(Comm *c, const CommRequest *r, const MsgHeader *got) {
         "%llu bytes", d, got->src, coll_name((CollKind)got->kind), (unsigned long long)got->seq,
         got->group_id, (unsigned long long)got->bytes);
 }
+
+// ---------------------------------------------------------------- same configuration everywhere
+
+// Ranks started by hand (mpirun's `-np 1 prog --x 1 : -np 1 prog --x 2`, or
+// torchrun on machines with different scripts) can disagree, and then collectives
+// of different sizes meet and time out far from the cause. So every rank sends its
+// configuration, "flag=value" words, to rank 0, which names the first that differs.
+void comm_check_same_config(Comm *c, const char *mine) {
+    const Group *w = comm_world(c);
+    char buf[COMM_CONFIG_BYTES] = {0}, verdict[COMM_CONFIG_BYTES] = {0};
+    snprintf(buf, sizeof buf, "%s", mine);
+    if (w->rank != 0) {
+        comm_send(c, w, 0, buf, sizeof buf);
+        comm_recv(c, w, 0, verdict, sizeof verdict);
+        CHECK(!verdict[0], "%s", verdict);
+        return;
+    }
+    for (int r = 1; r < w->size; r++) {
+        char theirs[COMM_CONFIG_BYTES];
+        comm_recv(c, w, r, theirs, sizeof theirs);
+        if (verdict[0] || strcmp(theirs, buf) == 0) continue;
+        // The first word that differs: "--bucket-mb=25" against "--bucket-mb=1".
+        char a[COMM_CONFIG_BYTES], b[COMM_CONFIG_BYTES], *sa, *sb;
+        snprintf(a, sizeof a, "%s", buf);
+        snprintf(b, sizeof b, "%s", theirs);
+        char *wa = strtok_r(a, " ", &sa), *wb = strtok_r(b, " ", &sb);
+        while (wa && wb && strcmp(wa, wb) == 0) {
+            wa = strtok_r(NULL, " ", &sa);
+            wb = strtok_r(NULL, " ", &sb);
+        }
+        snprintf(verdict, sizeof verdict, "the ranks run different configurations: rank 0 has %s, "
+                 "rank %d has %s; every rank must be started with the same flags", wa ? wa : "(less)",
+                 r, wb ? wb : "(less)");
+    }
+    for (int r = 1; r < w->size; r++) comm_send(c, w, r, verdict, sizeof verdict);
+    CHECK(!verdict[0], "%s", verdict);
+}

@@ -124,6 +124,15 @@ void comm_send(Comm *c, const Group *g, int peer, const void *buf, size_t bytes)
 void comm_recv(Comm *c, const Group *g, int peer, void *buf, size_t bytes);
 void comm_barrier(Comm *c, const Group *g);
 
+// Ranks started by hand (mpirun's `-np 1 prog --x 1 : -np 1 prog --x 2`, or torchrun
+// on machines with different scripts) can disagree, and then collectives of different
+// sizes meet and time out far from the cause. Every rank calls this with its
+// configuration as "flag=value" words (at most COMM_CONFIG_BYTES); rank 0 compares and
+// every rank exits naming the first word that differs ("rank 0 has --tp=2, rank 3 has
+// --tp=4").
+#define COMM_CONFIG_BYTES 1024
+void comm_check_same_config(Comm *c, const char *words);
+
 // ---- collective bookkeeping (used by every collective implementation) ----
 // Marks the start of a collective on g: advances g->seq, stamps every message
 // of the collective with (kind, seq, count, dtype) so that mismatches are caught,

@@ -33,6 +33,9 @@
 #   7   stage 03 on the GPU: sharded_train --device cuda, every strategy at 2 ranks,
 #       equal to the CPU run within 1e-5; DDP with buckets overlapped on a
 #       communication stream against no overlap, and the timeline's overlap %
+#   8   stage 04 on the GPU: tp_train --device cuda (TP 2, 2 + SP, 4 + SP, 2 x 2, ranks
+#       sharing the GPU over the CUDA IPC ring) equal to one CPU process within 1e-5;
+#       tokens/s of the small preset at TP 1 and 2
 #
 # Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
 # one) with the probe's reason, at once.
@@ -277,6 +280,47 @@ item_7() {
     [ "$bad" -eq 0 ]
 }
 
+item_8() {
+    gpu_gate
+    local dir=$OUT/8.tp tol=1e-5 bad=0 worst=0 err
+    mkdir -p "$dir"
+    local common=(--layers 2 --width 48 --heads 12 --seq 12 --vocab 251 --steps 5 --lr 1e-3
+                  --log-every 100 --warmup 0 --batch 2 --peak-tflops 1)
+    "$B/train" "${common[@]}" --save-params "$dir/cpu.safetensors" >"$dir/cpu.log" 2>&1
+    for spec in "2 2" "2 2 --sp" "4 4 --sp" "4 2"; do
+        read -r n t sp <<<"$spec"
+        local tag="np${n}_tp${t}${sp:+_sp}" ref="$dir/cpu.safetensors"
+        if [ "$n" != "$t" ]; then  # dp > 1: one CPU process with the whole batch
+            ref="$dir/cpu_dp$((n / t)).safetensors"
+            [ -f "$ref" ] || "$B/train" "${common[@]}" --batch $((2 * n / t)) --save-params "$ref" \
+                >"$dir/cpu_dp$((n / t)).log" 2>&1
+        fi
+        # shellcheck disable=SC2086  # sp: empty or --sp
+        timeout -k 5 120 "$B/tp_train" --np "$n" --tp "$t" $sp --device cuda "${common[@]}" \
+            --timeout 60 --save-params "$dir/$tag.safetensors" >"$dir/$tag.log" 2>&1
+        local rc=$?
+        if [ "$rc" -ne 0 ] || [ ! -s "$dir/$tag.safetensors" ]; then
+            echo "FAIL tp.cuda.$tag  the run failed (exit $rc):"; tail -n 5 "$dir/$tag.log"
+            bad=$((bad + 1)); continue
+        fi
+        "$B/tests/compare_params" "$dir/$tag.safetensors" "$ref" "$tol" "tp.cuda_equals_cpu.$tag" |
+            tee "$dir/cmp_$tag.txt"
+        grep -q '^PASS' "$dir/cmp_$tag.txt" || bad=$((bad + 1))
+        err=$(sed -n 's/.*rel_err \([^ ]*\).*/\1/p' "$dir/cmp_$tag.txt")
+        worst=$(python3 -c "print(max(float('$worst'), float('${err:-inf}')))")
+    done
+    # Throughput: the small preset, TP = 1 and TP = 2 (+SP) with ranks sharing the GPU.
+    local small=(--preset small --batch 8 --steps 12 --warmup 2 --log-every 100 --peak-tflops 1
+                 --device cuda)
+    local t1 t2 t2sp
+    t1=$("$B/tp_train" --np 1 --tp 1 "${small[@]}" 2>&1 | tee "$dir/small_tp1.log" | sed -n 's/^RESULT.*tokens_per_s=\([0-9.]*\).*/\1/p')
+    t2=$("$B/tp_train" --np 2 --tp 2 "${small[@]}" 2>&1 | tee "$dir/small_tp2.log" | sed -n 's/^RESULT.*tokens_per_s=\([0-9.]*\).*/\1/p')
+    t2sp=$("$B/tp_train" --np 2 --tp 2 --sp "${small[@]}" 2>&1 | tee "$dir/small_tp2_sp.log" | sed -n 's/^RESULT.*tokens_per_s=\([0-9.]*\).*/\1/p')
+    fig "worst rel_err $worst (tol $tol) over TP 2, 2+SP, 4+SP, 2x2 on cuda; $bad failed; small" \
+        "preset tok/s on one GPU: TP1 ${t1:-?}, TP2 ${t2:-?}, TP2+SP ${t2sp:-?}"
+    [ "$bad" -eq 0 ]
+}
+
 if [ "${1:-}" = --item ]; then
     ITEM=$2
     "item_$2"
@@ -289,12 +333,14 @@ mkdir -p "$OUT"
 BUDGET=${GPU_CHECK_BUDGET:-570}
 START=$SECONDS
 declare -A STATUS FIGURE
-ALL=(build 1 2 3 7 6 4 5a 5b)        # the order they run in: 5b, the longest, last
-TABLE=(build 1 2 3 4 5a 5b 6 7)      # the order of the table
+ALL=(build 1 2 3 7 8 6 4 5a 5b)      # the order they run in: 5b, the longest, last
+TABLE=(build 1 2 3 4 5a 5b 6 7 8)    # the order of the table
 declare -A NAME=([build]="build (CUDA backend)" [1]="1 make gpu-test" [2]="2 gpu-comm 1-4 ranks + NCCL np1"
                  [3]="3 DDP --device cuda = CPU" [4]="4 compute-sanitizer" [5a]="5a GPU suite under ASan"
-                 [5b]="5b make check" [6]="6 measurements" [7]="7 stage 03 --device cuda = CPU")
-declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200 [7]=150)
+                 [5b]="5b make check" [6]="6 measurements" [7]="7 stage 03 --device cuda = CPU"
+                 [8]="8 stage 04 --device cuda = CPU")
+declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200 [7]=150
+                  [8]=150)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
 

@@ -103,4 +103,16 @@ if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/de
         fi
     }
     run tp-mpi s4_mpi
+    s4_mismatch() {  # a rank started with other flags is named, before any collective
+        local out; out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun --oversubscribe -np 1 "$BUILD/tp_train" --transport mpi --tp 2 --preset tiny \
+            --steps 1 --peak-tflops 1 : -np 1 "$BUILD/tp_train" --transport mpi --tp 2 --sp \
+            --preset tiny --steps 1 --peak-tflops 1 2>&1)
+        if echo "$out" | grep -q "rank 0 has --sp=0, rank 1 has --sp=1"; then
+            echo "PASS tp.config_mismatch_named  $(echo "$out" | grep -m1 'different configurations' | cut -c1-200)"
+        else
+            echo "FAIL tp.config_mismatch_named  output: $(echo "$out" | tail -n 3)"
+        fi
+    }
+    run tp-config-mismatch s4_mismatch
 fi

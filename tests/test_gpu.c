@@ -1,7 +1,11 @@
 // test_gpu.c — the CUDA backend against the CPU backend: op by op, then the model.
+// This file holds main, the buffer helpers (declared in test_gpu.h), the memory
+// ops and the model; the op-by-op checks are in test_gpu_ops.c, linked into the
+// same program.
 //
-// Every op of the Ops table runs on the same random inputs on both backends and
-// the outputs are compared with harness.h's rel_error (||gpu - cpu|| / ||cpu||):
+// Every op of the Ops table (test_gpu_ops.c) runs on the same random inputs on
+// both backends and the outputs are compared with harness.h's rel_error
+// (||gpu - cpu|| / ||cpu||):
 //   forward outputs  1e-5
 //   gradients        1e-4
 // Both backends compute in fp32 and cuBLAS runs without TF32, so what differs is
@@ -22,35 +26,20 @@
 // no CUDA device), which tests/run.sh counts as skipped rather than passed. A
 // GPU that is there but broken (any CUDA error at start-up other than "no
 // device") is a failure, never a skip: see common/cuda_probe.h.
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "ctx.h"
 #include "cuda_probe.h"
 #include "flags.h"
-#include "harness.h"
 #include "model.h"
-#include "ops.h"
 #include "optim.h"
-#include "rng.h"
-
-#define TOL_FWD 1e-5
-#define TOL_GRAD 1e-4
-
-typedef struct {
-    Ctx cpu, gpu;
-    TestState ts;
-    Rng rng;
-    const char *size;  // name of the current shape set, appended to test names
-} Env;
+#include "test_gpu.h"
 
 // Shape sets: small and odd (nothing a power of two, nothing a multiple of 32),
 // and GPT-2 124M's widths at its full context.
-typedef struct { const char *name; int B, T, C, NH, V; } Dims;
 static const Dims dims[] = {
     {"small", 3, 13, 72, 6, 97},
     {"odd", 5, 67, 200, 8, 1001},
@@ -59,28 +48,20 @@ static const Dims dims[] = {
 
 // ---------------------------------------------------------------- buffers
 
-static void *xmalloc(size_t bytes) {
+void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     CHECK(p, "out of host memory (%zu bytes)", bytes);
     return p;
 }
 
-// One tensor three times: the host values as drawn, and a copy on each backend.
-typedef struct { size_t bytes; void *host, *c, *g; } Buf;
-
-// The buffer on device 0 (CPU) or 1 (GPU), so each op is called in a loop
-// `for (dev = 0; dev < 2; dev++)` with the same arguments on both backends.
-static void *on(const Buf *b, int dev) { return dev ? b->g : b->c; }
-static Ctx *ctx_of(Env *e, int dev) { return dev ? &e->gpu : &e->cpu; }
-
-static void buf_upload(Env *e, Buf *b) {
+void buf_upload(Env *e, Buf *b) {
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
         x->ops->to_device(x, on(b, dev), b->host, b->bytes);
     }
 }
 
-static Buf buf_zero(Env *e, size_t bytes) {
+Buf buf_zero(Env *e, size_t bytes) {
     Buf b = {bytes, xmalloc(bytes), NULL, NULL};
     memset(b.host, 0, bytes);
     b.c = e->cpu.ops->alloc(&e->cpu, bytes);
@@ -89,16 +70,14 @@ static Buf buf_zero(Env *e, size_t bytes) {
     return b;
 }
 
-static Buf buf_normal(Env *e, size_t n, float mean, float std) {
+Buf buf_normal(Env *e, size_t n, float mean, float std) {
     Buf b = buf_zero(e, n * sizeof(float));
     rng_fill_normal(&e->rng, b.host, n, mean, std);
     buf_upload(e, &b);
     return b;
 }
 
-// Token ids in [0, V), half of them from the first 8 ids so that many positions
-// share a token (the case the deterministic embedding backward is about).
-static Buf buf_tokens(Env *e, size_t n, int V) {
+Buf buf_tokens(Env *e, size_t n, int V) {
     Buf b = buf_zero(e, n * sizeof(int));
     int *t = b.host;
     for (size_t i = 0; i < n; i++)
@@ -107,21 +86,20 @@ static Buf buf_tokens(Env *e, size_t n, int V) {
     return b;
 }
 
-static void buf_free(Env *e, Buf *b) {
+void buf_free(Env *e, Buf *b) {
     e->cpu.ops->free(&e->cpu, b->c);
     e->gpu.ops->free(&e->gpu, b->g);
     free(b->host);
     memset(b, 0, sizeof *b);
 }
 
-static void *read_back(Ctx *x, const void *p, size_t bytes) {
+void *read_back(Ctx *x, const void *p, size_t bytes) {
     void *h = xmalloc(bytes);
     x->ops->to_host(x, h, p, bytes);
     return h;
 }
 
-// PASS when the GPU's copy of b is within tol of the CPU's.
-static void check_buf(Env *e, const char *what, const Buf *b, double tol) {
+void check_buf(Env *e, const char *what, const Buf *b, double tol) {
     char name[128];
     snprintf(name, sizeof name, "%s[%s]", what, e->size);
     float *c = read_back(&e->cpu, b->c, b->bytes), *g = read_back(&e->gpu, b->g, b->bytes);
@@ -130,26 +108,13 @@ static void check_buf(Env *e, const char *what, const Buf *b, double tol) {
     free(g);
 }
 
-// PASS when two GPU results are the same bits.
-static void check_same_bits(Env *e, const char *what, const void *a, const void *b, size_t bytes) {
+void check_same_bits(Env *e, const char *what, const void *a, const void *b, size_t bytes) {
     char name[128];
     snprintf(name, sizeof name, "%s[%s]", what, e->size);
     int same = memcmp(a, b, bytes) == 0;
     test_report(&e->ts, same, name, "%s (%zu bytes)", same ? "bitwise identical" : "DIFFERENT",
                 bytes);
 }
-
-// Runs the GPU op again from b's initial host values and checks that the result
-// has the same bits as `first` (read back after the first run). Only b is reset:
-// the op's other outputs accumulate twice, and are not looked at again.
-#define RERUN_GPU_SAME_BITS(e, what, b, first, call)                   \
-    do {                                                               \
-        (e)->gpu.ops->to_device(&(e)->gpu, (b).g, (b).host, (b).bytes); \
-        call;                                                          \
-        void *again_ = read_back(&(e)->gpu, (b).g, (b).bytes);         \
-        check_same_bits((e), (what), (first), again_, (b).bytes);      \
-        free(again_);                                                  \
-    } while (0)
 
 // ---------------------------------------------------------------- memory ops
 
@@ -177,341 +142,6 @@ static void test_memory(Env *e) {
     free(back);
     buf_free(e, &a);
     buf_free(e, &z);
-}
-
-// ---------------------------------------------------------------- ops
-
-static void test_matmul(Env *e, const Dims *d) {
-    int N = d->B * d->T, C = d->C;
-    // The model's three kinds: with bias (c_attn), wide input and no dinp wanted,
-    // and the LM head (OC = V, no bias; fewer rows to keep the CPU side quick).
-    struct { const char *name; int N, C, OC, bias, want_dinp; } cases[] = {
-        {"qkv", N, C, 3 * C, 1, 1},
-        {"proj", N, 4 * C, C, 1, 0},
-        {"lm_head", N < 256 ? N : 256, C, d->V, 0, 1},
-    };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        int n = cases[k].N, c = cases[k].C, oc = cases[k].OC;
-        char what[64];
-        Buf inp = buf_normal(e, (size_t)n * c, 0.0f, 1.0f);
-        Buf w = buf_normal(e, (size_t)oc * c, 0.0f, 0.1f);
-        Buf bias = cases[k].bias ? buf_normal(e, oc, 0.0f, 0.1f) : (Buf){0};
-        Buf out = buf_zero(e, (size_t)n * oc * sizeof(float));
-        for (int dev = 0; dev < 2; dev++) {
-            Ctx *x = ctx_of(e, dev);
-            x->ops->matmul_forward(x, on(&out, dev), on(&inp, dev), on(&w, dev), on(&bias, dev),
-                                   n, c, oc);
-        }
-        snprintf(what, sizeof what, "matmul_forward.%s", cases[k].name);
-        check_buf(e, what, &out, TOL_FWD);
-
-        // Gradients start non-zero: the backward must add, not overwrite.
-        Buf dout = buf_normal(e, (size_t)n * oc, 0.0f, 1.0f);
-        Buf dinp = cases[k].want_dinp ? buf_normal(e, (size_t)n * c, 0.0f, 1.0f) : (Buf){0};
-        Buf dw = buf_normal(e, (size_t)oc * c, 0.0f, 1.0f);
-        Buf dbias = cases[k].bias ? buf_normal(e, oc, 0.0f, 1.0f) : (Buf){0};
-        for (int dev = 0; dev < 2; dev++) {
-            Ctx *x = ctx_of(e, dev);
-            x->ops->matmul_backward(x, on(&dinp, dev), on(&dw, dev), on(&dbias, dev),
-                                    on(&dout, dev), on(&inp, dev), on(&w, dev), n, c, oc);
-        }
-        if (cases[k].want_dinp) {
-            snprintf(what, sizeof what, "matmul_backward.%s.dinp", cases[k].name);
-            check_buf(e, what, &dinp, TOL_GRAD);
-        }
-        snprintf(what, sizeof what, "matmul_backward.%s.dw", cases[k].name);
-        check_buf(e, what, &dw, TOL_GRAD);
-        if (cases[k].bias) {
-            snprintf(what, sizeof what, "matmul_backward.%s.dbias", cases[k].name);
-            check_buf(e, what, &dbias, TOL_GRAD);
-            void *first = read_back(&e->gpu, dbias.g, dbias.bytes);
-            RERUN_GPU_SAME_BITS(e, "matmul_backward.dbias deterministic", dbias, first,
-                                e->gpu.ops->matmul_backward(&e->gpu, dinp.g, dw.g, dbias.g,
-                                                            dout.g, inp.g, w.g, n, c, oc));
-            free(first);
-        }
-        Buf *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &dbias};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            if (all[i]->host) buf_free(e, all[i]);
-    }
-}
-
-static void test_embedding(Env *e, const Dims *d) {
-    int B = d->B, T = d->T, C = d->C, V = d->V, N = B * T;
-    Buf tok = buf_tokens(e, N, V);
-    Buf wte = buf_normal(e, (size_t)V * C, 0.0f, 0.02f);
-    Buf wpe = buf_normal(e, (size_t)T * C, 0.0f, 0.02f);
-    Buf out = buf_zero(e, (size_t)N * C * sizeof(float));
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->embedding_forward(x, on(&out, dev), on(&tok, dev), on(&wte, dev), on(&wpe, dev), B,
-                                  T, C);
-    }
-    check_buf(e, "embedding_forward", &out, TOL_FWD);
-
-    Buf dout = buf_normal(e, (size_t)N * C, 0.0f, 1.0f);
-    Buf dwte = buf_normal(e, (size_t)V * C, 0.0f, 1.0f);
-    Buf dwpe = buf_normal(e, (size_t)T * C, 0.0f, 1.0f);
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->embedding_backward(x, on(&dwte, dev), on(&dwpe, dev), on(&dout, dev), on(&tok, dev),
-                                   tok.host, B, T, C);
-    }
-    check_buf(e, "embedding_backward.dwte", &dwte, TOL_GRAD);
-    check_buf(e, "embedding_backward.dwpe", &dwpe, TOL_GRAD);
-    void *first = read_back(&e->gpu, dwte.g, dwte.bytes);
-    RERUN_GPU_SAME_BITS(e, "embedding_backward.dwte deterministic", dwte, first,
-                        e->gpu.ops->embedding_backward(&e->gpu, dwte.g, dwpe.g, dout.g, tok.g,
-                                                       tok.host, B, T, C));
-    free(first);
-    Buf *all[] = {&tok, &wte, &wpe, &out, &dout, &dwte, &dwpe};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
-}
-
-static void test_layernorm(Env *e, const Dims *d) {
-    int N = d->B * d->T, C = d->C;
-    Buf inp = buf_normal(e, (size_t)N * C, 0.5f, 2.0f);  // off-centre, wide: a real normalization
-    Buf w = buf_normal(e, C, 1.0f, 0.1f), b = buf_normal(e, C, 0.0f, 0.1f);
-    Buf out = buf_zero(e, (size_t)N * C * sizeof(float));
-    Buf mean = buf_zero(e, (size_t)N * sizeof(float));
-    Buf rstd = buf_zero(e, (size_t)N * sizeof(float));
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->layernorm_forward(x, on(&out, dev), on(&mean, dev), on(&rstd, dev), on(&inp, dev),
-                                  on(&w, dev), on(&b, dev), N, C);
-    }
-    check_buf(e, "layernorm_forward.out", &out, TOL_FWD);
-    check_buf(e, "layernorm_forward.mean", &mean, TOL_FWD);
-    check_buf(e, "layernorm_forward.rstd", &rstd, TOL_FWD);
-
-    Buf dout = buf_normal(e, (size_t)N * C, 0.0f, 1.0f);
-    Buf dinp = buf_normal(e, (size_t)N * C, 0.0f, 1.0f);
-    Buf dw = buf_normal(e, C, 0.0f, 1.0f), db = buf_normal(e, C, 0.0f, 1.0f);
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->layernorm_backward(x, on(&dinp, dev), on(&dw, dev), on(&db, dev), on(&dout, dev),
-                                   on(&inp, dev), on(&w, dev), on(&mean, dev), on(&rstd, dev),
-                                   N, C);
-    }
-    check_buf(e, "layernorm_backward.dinp", &dinp, TOL_GRAD);
-    check_buf(e, "layernorm_backward.dw", &dw, TOL_GRAD);
-    check_buf(e, "layernorm_backward.db", &db, TOL_GRAD);
-    void *first = read_back(&e->gpu, dw.g, dw.bytes);
-    RERUN_GPU_SAME_BITS(e, "layernorm_backward.dw deterministic", dw, first,
-                        e->gpu.ops->layernorm_backward(&e->gpu, dinp.g, dw.g, db.g, dout.g, inp.g,
-                                                       w.g, mean.g, rstd.g, N, C));
-    free(first);
-    Buf *all[] = {&inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
-}
-
-static void test_attention(Env *e, const Dims *d) {
-    int B = d->B, T = d->T, C = d->C, NH = d->NH;
-    size_t BTC = (size_t)B * T * C, att_n = (size_t)B * NH * T * T;
-    Buf qkv = buf_normal(e, 3 * BTC, 0.0f, 1.0f);
-    Buf out = buf_zero(e, BTC * sizeof(float)), att = buf_zero(e, att_n * sizeof(float));
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->attention_forward(x, on(&out, dev), on(&att, dev), on(&qkv, dev), B, T, C, NH);
-    }
-    check_buf(e, "attention_forward.out", &out, TOL_FWD);
-    check_buf(e, "attention_forward.att", &att, TOL_FWD);
-
-    // Each backend's backward uses its own forward's att, as in the model.
-    Buf dout = buf_normal(e, BTC, 0.0f, 1.0f), dqkv = buf_normal(e, 3 * BTC, 0.0f, 1.0f);
-    Buf scratch = buf_zero(e, att_n * sizeof(float));
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->attention_backward(x, on(&dqkv, dev), on(&scratch, dev), on(&dout, dev),
-                                   on(&qkv, dev), on(&att, dev), B, T, C, NH);
-    }
-    check_buf(e, "attention_backward.dqkv", &dqkv, TOL_GRAD);
-    Buf *all[] = {&qkv, &out, &att, &dout, &dqkv, &scratch};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
-}
-
-static void test_elementwise(Env *e, const Dims *d) {
-    size_t n = (size_t)d->B * d->T * 4 * d->C;  // the MLP's hidden activations
-    Buf inp = buf_normal(e, n, 0.0f, 2.0f), out = buf_zero(e, n * sizeof(float));
-    Buf dout = buf_normal(e, n, 0.0f, 1.0f), dinp = buf_normal(e, n, 0.0f, 1.0f);
-    Buf y = buf_normal(e, n, 0.0f, 1.0f), s = buf_normal(e, n, 0.0f, 1.0f);
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->gelu_forward(x, on(&out, dev), on(&inp, dev), n);
-        x->ops->gelu_backward(x, on(&dinp, dev), on(&inp, dev), on(&dout, dev), n);
-    }
-    check_buf(e, "gelu_forward", &out, TOL_FWD);
-    check_buf(e, "gelu_backward", &dinp, TOL_GRAD);
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->residual_forward(x, on(&out, dev), on(&inp, dev), on(&dout, dev), n);
-        x->ops->accumulate(x, on(&y, dev), on(&inp, dev), 0.37f, n);
-        x->ops->scale(x, on(&s, dev), -1.7f, n);
-    }
-    check_buf(e, "residual_forward", &out, TOL_FWD);
-    check_buf(e, "accumulate", &y, TOL_FWD);
-    check_buf(e, "scale", &s, TOL_FWD);
-    Buf *all[] = {&inp, &out, &dout, &dinp, &y, &s};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
-}
-
-static void test_crossentropy(Env *e, const Dims *d) {
-    int N = d->B * d->T, V = d->V;
-    if (N > 256) N = 256;  // rows are independent; V is what matters here
-    Buf logits = buf_normal(e, (size_t)N * V, 0.0f, 2.0f), targets = buf_tokens(e, N, V);
-    Buf losses = buf_zero(e, (size_t)N * sizeof(float));
-    Buf dlogits = buf_zero(e, logits.bytes);
-    Buf inplace = buf_zero(e, logits.bytes);  // the model's use: dlogits written over the logits
-    memcpy(inplace.host, logits.host, logits.bytes);
-    buf_upload(e, &inplace);
-    float dloss = 1.0f / N;
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->crossentropy_forward(x, on(&losses, dev), on(&logits, dev), on(&targets, dev), N,
-                                     V);
-        x->ops->crossentropy_backward(x, on(&dlogits, dev), on(&logits, dev), on(&targets, dev),
-                                      dloss, N, V);
-        x->ops->crossentropy_backward(x, on(&inplace, dev), on(&inplace, dev), on(&targets, dev),
-                                      dloss, N, V);
-    }
-    check_buf(e, "crossentropy_forward", &losses, TOL_FWD);
-    check_buf(e, "crossentropy_backward", &dlogits, TOL_GRAD);
-    check_buf(e, "crossentropy_backward.in_place", &inplace, TOL_GRAD);
-    Buf *all[] = {&logits, &targets, &losses, &dlogits, &inplace};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
-}
-
-// The vocabulary split (ops.h), block by block: V ids over 3 ranks of Vl =
-// ceil(V/3). Blocks 0 (it holds the 8 ids half the tokens come from), 2 (padded:
-// valid < Vl for every shape here) and 3, past the vocabulary: all padding, no
-// token in it. Lookups, position sums and the scatter add the same terms in the
-// same order as the CPU, and a max is exact: those compare with tolerance 0.
-static void test_vocab_split(Env *e, const Dims *d) {
-    int T = d->T, C = d->C, V = d->V, N = d->B * T, Vl = (V + 2) / 3, r0 = 3, Nr = N - r0;
-    int Nce = N < 256 ? N : 256;  // cross-entropy rows, as test_crossentropy
-    char what[96];
-    Buf tok = buf_tokens(e, N, V), targets = buf_tokens(e, Nce, V);
-    Buf dout = buf_normal(e, (size_t)N * C, 0.0f, 1.0f), out = buf_zero(e, dout.bytes);
-    Buf wpe = buf_normal(e, (size_t)T * C, 0.0f, 0.02f), dwpe = buf_normal(e, (size_t)T * C, 0, 1);
-    for (int dev = 0; dev < 2; dev++) {  // rows r0.. of the batch: a shard off the T grid
-        Ctx *x = ctx_of(e, dev);
-        x->ops->position_forward(x, on(&out, dev), on(&wpe, dev), r0, Nr, T, C);
-        x->ops->position_backward(x, on(&dwpe, dev), on(&dout, dev), r0, Nr, T, C);
-    }
-    check_buf(e, "vocab_split.position_forward", &out, 0.0);
-    check_buf(e, "vocab_split.position_backward", &dwpe, 0.0);
-    void *first = read_back(&e->gpu, dwpe.g, dwpe.bytes);
-    RERUN_GPU_SAME_BITS(e, "vocab_split.position_backward deterministic", dwpe, first,
-                        e->gpu.ops->position_backward(&e->gpu, dwpe.g, dout.g, r0, Nr, T, C));
-    free(first);
-    for (int r = 0; r < 4; r += 1 + (r == 0)) {  // blocks 0, 2, 3
-        int lo = r * Vl, valid = V - lo < 0 ? 0 : V - lo < Vl ? V - lo : Vl;
-        Buf wte = buf_normal(e, (size_t)Vl * C, 0.0f, 0.02f);
-        Buf dwte = buf_normal(e, (size_t)Vl * C, 0.0f, 1.0f);  // non-zero: += is checked
-        for (int dev = 0; dev < 2; dev++) {
-            Ctx *x = ctx_of(e, dev);
-            x->ops->embedding_lookup_forward(x, on(&out, dev), on(&tok, dev), on(&wte, dev), lo,
-                                             Vl, N, C);
-            x->ops->embedding_lookup_backward(x, on(&dwte, dev), on(&dout, dev), on(&tok, dev),
-                                              tok.host, lo, Vl, N, C);
-        }
-        snprintf(what, sizeof what, "vocab_split.b%d.lookup_forward", r);
-        check_buf(e, what, &out, 0.0);
-        snprintf(what, sizeof what, "vocab_split.b%d.lookup_backward", r);
-        check_buf(e, what, &dwte, 0.0);
-        first = read_back(&e->gpu, dwte.g, dwte.bytes);
-        snprintf(what, sizeof what, "vocab_split.b%d.lookup_backward deterministic", r);
-        RERUN_GPU_SAME_BITS(e, what, dwte, first,
-                            e->gpu.ops->embedding_lookup_backward(&e->gpu, dwte.g, dout.g, tok.g,
-                                                                  tok.host, lo, Vl, N, C));
-        free(first);
-
-        // Logits(Nce,Vl) whose padding holds 1e3, never to be read. m and sumexp as
-        // if another rank held a larger logit: this block's max + 0.5, and this
-        // block's sum from that m, + 1.
-        size_t nl = (size_t)Nce * Vl, nb = Nce * sizeof(float);
-        Buf lg = buf_normal(e, nl, 0.0f, 2.0f), inplace = buf_zero(e, lg.bytes);
-        Buf dlg = buf_zero(e, lg.bytes), m = buf_zero(e, nb), se = buf_zero(e, nb);
-        Buf tl = buf_normal(e, Nce, 0.0f, 2.0f), losses = buf_zero(e, nb);
-        Buf rowmax = buf_zero(e, nb), sumexp = buf_zero(e, nb), tlogit = buf_zero(e, nb);
-        float *mh = m.host, *sh = se.host;
-        for (int n = 0; n < Nce; n++) {
-            float *x = (float *)lg.host + (size_t)n * Vl, mx = x[0];
-            for (int v = valid; v < Vl; v++) x[v] = 1e3f;
-            for (int v = 1; v < valid; v++) mx = x[v] > mx ? x[v] : mx;
-            if (valid == 0) mx = 0.0f;
-            double sum = 1.0;
-            for (int v = 0; v < valid; v++) sum += exp((double)x[v] - (mx + 0.5f));
-            mh[n] = mx + 0.5f, sh[n] = (float)sum;
-        }
-        memcpy(inplace.host, lg.host, lg.bytes);
-        buf_upload(e, &lg), buf_upload(e, &inplace), buf_upload(e, &m), buf_upload(e, &se);
-        float dloss = 1.0f / Nce;
-        for (int dev = 0; dev < 2; dev++) {
-            Ctx *x = ctx_of(e, dev);
-            float *M = on(&m, dev), *S = on(&se, dev);
-            int *Y = on(&targets, dev);
-            x->ops->logits_max(x, on(&rowmax, dev), on(&lg, dev), Nce, Vl, valid);
-            x->ops->logits_sumexp(x, on(&sumexp, dev), on(&tlogit, dev), on(&lg, dev), M, Y, lo,
-                                  Nce, Vl, valid);
-            x->ops->crossentropy_loss(x, on(&losses, dev), M, S, on(&tl, dev), Nce);
-            x->ops->crossentropy_backward_split(x, on(&dlg, dev), on(&lg, dev), M, S, Y, lo, dloss,
-                                                Nce, Vl, valid);
-            x->ops->crossentropy_backward_split(x, on(&inplace, dev), on(&inplace, dev), M, S, Y,
-                                                lo, dloss, Nce, Vl, valid);
-        }
-        // -inf (valid = 0) defeats a relative error: the maxima compare as bits.
-        float *mc = read_back(&e->cpu, rowmax.c, nb), *mg = read_back(&e->gpu, rowmax.g, nb);
-        snprintf(what, sizeof what, "vocab_split.b%d.logits_max", r);
-        check_same_bits(e, what, mg, mc, nb);
-        free(mc);
-        free(mg);
-        struct { const char *name; Buf *b; double tol; } res[] = {
-            {"logits_sumexp.sumexp", &sumexp, TOL_FWD},
-            {"logits_sumexp.tlogit", &tlogit, 0.0},
-            {"crossentropy_loss", &losses, TOL_FWD},
-            {"crossentropy_backward_split", &dlg, TOL_GRAD},
-            {"crossentropy_backward_split.in_place", &inplace, TOL_GRAD},
-        };
-        for (int i = 0; i < 5; i++) {
-            snprintf(what, sizeof what, "vocab_split.b%d.%s", r, res[i].name);
-            check_buf(e, what, res[i].b, res[i].tol);
-        }
-        Buf *all[] = {&wte, &dwte, &lg, &inplace, &dlg, &m, &se, &tl, &losses, &rowmax, &sumexp,
-                      &tlogit};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
-    }
-    Buf *all[] = {&tok, &targets, &dout, &out, &wpe, &dwpe};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
-}
-
-static void test_optimizer(Env *e, const Dims *d) {
-    size_t n = (size_t)d->V * d->C + 13;  // the size of wte, plus an odd tail
-    Buf p = buf_normal(e, n, 0.0f, 1.0f), g = buf_normal(e, n, 0.0f, 1.0f);
-    Buf m = buf_normal(e, n, 0.0f, 0.1f), v = buf_normal(e, n, 0.0f, 0.01f);
-    float *vh = v.host;
-    for (size_t i = 0; i < n; i++) vh[i] = fabsf(vh[i]);  // second moments are >= 0
-    buf_upload(e, &v);
-    for (int dev = 0; dev < 2; dev++) {
-        Ctx *x = ctx_of(e, dev);
-        x->ops->adamw_update(x, on(&p, dev), on(&g, dev), on(&m, dev), on(&v, dev), n, 1e-3f, 0.9f,
-                             0.95f, 1e-8f, 0.1f, 0.5f, 3);
-    }
-    check_buf(e, "adamw_update.p", &p, TOL_FWD);
-    check_buf(e, "adamw_update.m", &m, TOL_FWD);
-    check_buf(e, "adamw_update.v", &v, TOL_FWD);
-
-    // sum_squares: both accumulate in double, so they agree far below fp32 rounding.
-    double sc = e->cpu.ops->sum_squares(&e->cpu, g.c, n);
-    double sg = e->gpu.ops->sum_squares(&e->gpu, g.g, n);
-    double sg2 = e->gpu.ops->sum_squares(&e->gpu, g.g, n);
-    double err = fabs(sg - sc) / sc;
-    char name[128];
-    snprintf(name, sizeof name, "sum_squares[%s]", e->size);
-    test_report(&e->ts, err <= 1e-10, name, "rel_err %.3e (tol 1e-10, n %zu)", err, n);
-    check_same_bits(e, "sum_squares deterministic", &sg, &sg2, sizeof sg);
-    Buf *all[] = {&p, &g, &m, &v};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
 }
 
 // ---------------------------------------------------------------- the model
