@@ -43,6 +43,8 @@ case "$(basename "$dir")" in
             if [ -f "$dir/timelines/trace_$t.dat" ]; then traces="$traces $t"; fi
         done
         gnuplot -e "$vars; traces='${traces# }'" 03_bucketing_zero/plots.gp ;;
+    04_tensor_parallel)
+        gnuplot -e "$vars" 04_tensor_parallel/plots.gp ;;
     *)
         echo "plot.sh: no figures are drawn for $(basename "$dir")"; exit 0 ;;
 esac

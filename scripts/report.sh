@@ -51,8 +51,12 @@ stage_title() {
 }
 stage_cmd() { case "$1" in 00_core) echo "make bench-core" ;; *) echo "make stage-$((10#${1%%_*}))" ;; esac; }
 
-# What each table holds, and its units (the files' own headers are terse).
+# What each table holds, and its units (the files' own headers are terse). describe
+# NAME STAGE: a name two stages share is told apart by the stage.
 describe() {
+    case "$2/$1" in
+        04_tensor_parallel/memory.txt) echo "Memory per rank against the tensor-parallel size t, without and with SP (small preset, batch 4): the ledger's activations, workspace, states (params + grads + optimizer) and total in bytes, each beside memcalc's prediction, and whether all are equal."; return ;;
+    esac
     case "$1" in
         bench-core.txt) echo "Median tokens/s over 3 alternating rounds (ours, then PyTorch), GFLOP/s at 6N + 12LHQT FLOPs per token, and the share of OpenBLAS's sgemm rate on the model's own GEMM shapes." ;;
         measured.txt) echo "Per model and category: the calculator's prediction, the ledger's peak (human units and bytes), and the difference in %." ;;
@@ -74,6 +78,13 @@ describe() {
         bytes.txt) echo "Bytes each rank sent per step against N (small preset, ring): mean, min and max over the ranks, the formula 2Ψ(N−1)/N or (3Ψ − head)(N−1)/N in bytes, and measured / formula." ;;
         fsdp_units.txt) echo "FSDP on 2 ranks, bench model, --fsdp-unit-layers k: units, the peak of the comm buffers (gathered units + buckets) and of the sharded states (MB), median ms per step (min, max), overlap %." ;;
         fsdp_units_runs.txt) echo "Every run of the FSDP wrapping sweep: configuration, round, ms per step, tokens/s, overlap %, buckets per step." ;;
+        demo_tp2_sp.log) echo "The stage-04 demo's log: TP = 2 with sequence parallelism on 2 ranks trains the small GPT (loss, ms, tokens/s, memory per category; every rank's MEM, BYTES and TPCOMM lines)." ;;
+        tp_sweep.txt) echo "TP over t = 1, 2, 4 ranks, without and with SP, small preset: median ms per step and tokens/s of the interleaved rounds (min, max), the share of the step in TP collectives (%), the bytes each rank sent per step beside the ring formula, and the peak memory per rank (MB = 10⁶ B)." ;;
+        tp_sweep_runs.txt) echo "Every run of the TP sweep: configuration, round, ms per step, tokens/s, TP comm share %, bytes sent per rank (mean, min, max), peak memory per rank (B)." ;;
+        tp_bytes.txt) echo "Bytes each rank sent per step (mean, min, max over the ranks) beside the ring formula term by term: the activations' f and g, the vocabulary-parallel loss, SP's LayerNorm gradients, the gradient norm's one double; diff = mean − formula." ;;
+        target.txt) echo "The target: TP = 2 on 2 ranks against TP = 1 on one, tokens/s; the ratio within each round, its median, min and max, met or MISSED on the median, and in how many rounds it was met (tp2-sp: for comparison)." ;;
+        prediction_cpu.txt) echo "Step time on this CPU predicted by T(1)/min(t, cores) + the step's collectives in the alpha-beta model (stage 02's ring fit for np = t), beside the measured median: ms, and measured / predicted." ;;
+        prediction_links.txt) echo "An illustration, not a measurement: one GPT-3-175B-sized layer split over t = 1..64 GPUs at an assumed 400 TFLOP/s, its 4 all-reduces over NVLink (450 GB/s, 2 µs) or InfiniBand NDR (50 GB/s, 5 µs): compute, communication and step ms, speed-up, efficiency, communication share." ;;
         *.dat) echo "Plot data (columns as in its first lines)." ;;
         *) echo "" ;;
     esac
@@ -190,6 +201,45 @@ summary_03() {
     fi
 }
 
+summary_04() {
+    local g=$1/target.txt y=$1/tp_bytes.txt m=$1/memory.txt s=$1/tp_sweep.txt k=$1/prediction_links.txt
+    local d=$1/demo_tp2_sp.log
+    if [ -f "$g" ]; then
+        # rows "config tok/s tp1_tok/s median min max target verdict rounds_met per_round"
+        awk -v src="$(short "$1")" '
+            !/^#/ && $1 == "tp2" {n++; printf "| 04 | TP = 2 on 2 ranks vs TP = 1 on one: tokens/s, small preset, batch 4 (the median of the rounds'"'"' ratios) | %.0f vs %.0f tok/s = **%.2f×** (met in %s rounds) | ≥ 1.6× | %s | %s |\n", $2, $3, $4, $9, $8 == "met" ? "met" : "**MISSED**", src}
+            END {if (!n) printf "| 04 | TP = 2 vs TP = 1 tokens/s | no tp2 row in target.txt | ≥ 1.6× | **MISSED** | %s |\n", src}' "$g"
+    fi
+    if [ -f "$y" ]; then
+        # rows "config t mean min max act ce ln norm formula diff"
+        awk -v src="$(short "$1")" '
+            !/^#/ && NF >= 11 && $2 > 1 {n++; if ($11 + 0 == 0) ok++}
+            END {if (!n) exit
+                 printf "| 04 | bytes sent per rank per step (mean over the ranks) vs the ring formula, t = 2 and 4, without and with SP | %d of %d equal to the byte | equal | %s | %s |\n",
+                        ok, n, ok == n ? "met" : "**MISSED**", src}' "$y"
+    fi
+    if [ -f "$m" ]; then
+        local rows bad
+        read -r rows bad < <(awk '!/^#/ && NF >= 12 {rows++; if ($12 != "equal") bad++} END {print rows + 0, bad + 0}' "$m")
+        echo "| 04 | memory per rank (activations, workspace, states, total) vs memcalc, t = 1, 2, 4 without and with SP | $((rows - bad)) of $rows equal | equal in every row | $(verdict "$([ "$bad" -eq 0 ] && [ "$rows" -gt 0 ] && echo 1 || echo 0)") | $(short "$1") |"
+    fi
+    if [ -f "$s" ]; then
+        awk -v src="$(short "$1")" '
+            !/^#/ && NF >= 14 && $2 > 1 {x = x (x == "" ? "" : "; ") sprintf("%s %.1f %%", $1, $10)}
+            END {if (x != "") printf "| 04 | share of the step in TP collectives (ranks beyond the cores: oversubscribed) | %s | small while ranks ≤ cores (no pass/fail) | — | %s |\n", x, src}' "$s"
+    fi
+    if [ -f "$k" ]; then
+        awk -v src="$(short "$1")" '
+            !/^#/ && $2 == 8 {sp[$1] = $6; c[$1] = $8}
+            END {if ("nvlink" in sp && "ib" in sp) printf "| 04 | predicted (an illustration): a GPT-3-sized layer at t = 8, speed-up over one GPU | NVLink %.1f× (comm %.0f %%), InfiniBand %.1f× (comm %.0f %%) | TP inside a node (no pass/fail) | — | %s |\n", sp["nvlink"], c["nvlink"], sp["ib"], c["ib"], src}' "$k"
+    fi
+    if [ -f "$d" ]; then
+        local loss
+        loss=$(sed -n 's/.*done: loss \([0-9.]*\) -> \([0-9.]*\).*/\1 → \2/p' "$d" | head -n1)
+        echo "| 04 | TP = 2 + SP demo, 2 ranks: loss (nats) | ${loss:-no summary line} | falls (uniform guess 5.55) | $(verdict "$(echo "$loss" | awk '{print ($3 + 0 > 0 && $3 < $1)}')") | $(short "$1") |"
+    fi
+}
+
 # ---------------------------------------------------------------- one stage in full
 
 stage_section() {  # stage_section STAGE
@@ -221,7 +271,7 @@ stage_section() {  # stage_section STAGE
         echo
         echo "### $name"
         echo
-        echo "$(describe "$name") — $(label "$src")"
+        echo "$(describe "$name" "$st") — $(label "$src")"
         echo
         fence "$f"
     done
@@ -273,6 +323,7 @@ stages=$( { ls -d "$committed"/[0-9][0-9]_*/ "$now"/[0-9][0-9]_*/ 2>/dev/null ||
             01_memory_wall) summary_01 "$src" ;;
             02_ddp_allreduce) summary_02 "$src" ;;
             03_bucketing_zero) summary_03 "$src" ;;
+            04_tensor_parallel) summary_04 "$src" ;;
             *) echo "| $st | (no headline numbers defined; see below) | | | | $(short "$src") |" ;;
         esac
     done
