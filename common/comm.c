@@ -398,16 +398,18 @@ CommRequest *comm_irecv(Comm *c, const Group *g, int peer, void *buf, size_t byt
     return r;
 }
 
-void comm_wait(Comm *c, CommRequest **reqs, int n) {
+// Moves every request of reqs[0..n) along until the first `need` of them are
+// complete (need = n: all of them).
+static void wait_for(Comm *c, CommRequest **reqs, int n, int need) {
     double start = now_seconds(), last_moved = start, next_check = start + 0.1;
-    int remaining = n;
+    int remaining = need;
     while (remaining > 0) {
         int moved = 0;
         remaining = 0;
         for (int i = 0; i < n; i++) {
             if (reqs[i]->complete) continue;
             moved |= c->ops->progress(c, reqs[i]);
-            if (!reqs[i]->complete) remaining++;
+            if (!reqs[i]->complete && i < need) remaining++;
         }
         if (remaining == 0) break;
         double now = now_seconds();
@@ -431,10 +433,24 @@ void comm_wait(Comm *c, CommRequest **reqs, int n) {
             if (reqs[i]->complete) continue;
             if (c->ops->peer_dead && c->ops->peer_dead(c, reqs[i]->peer))
                 comm_die_waiting(c, reqs[i], "the peer's process has exited");
-            if (now - start > c->timeout_s) comm_die_waiting(c, reqs[i], "timeout");
+            if (i < need && now - start > c->timeout_s) comm_die_waiting(c, reqs[i], "timeout");
         }
     }
+}
+
+void comm_wait(Comm *c, CommRequest **reqs, int n) {
+    wait_for(c, reqs, n, n);
     for (int i = 0; i < n; i++) free(reqs[i]);
+}
+
+void comm_wait_first(Comm *c, CommRequest **reqs, int n) {
+    wait_for(c, reqs, n, n > 0 ? 1 : 0);
+    if (n > 0) free(reqs[0]);
+}
+
+int comm_test(Comm *c, CommRequest *r) {
+    if (!r->complete) c->ops->progress(c, r);
+    return r->complete;
 }
 
 void comm_send(Comm *c, const Group *g, int peer, const void *buf, size_t bytes) {

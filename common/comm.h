@@ -119,6 +119,14 @@ CommRequest *comm_irecv(Comm *c, const Group *g, int peer, void *buf, size_t byt
                         DType dt);
 // Waits for all n requests (and frees them); dies with the timeout diagnostic.
 void comm_wait(Comm *c, CommRequest **reqs, int n);
+// Waits for reqs[0] only (and frees it), moving reqs[1..n) along meanwhile without
+// waiting for them: a pipeline stage that needs one message must keep its other
+// sends and receives flowing, or two stages whose messages exceed the channel
+// wait on each other. The others stay posted.
+void comm_wait_first(Comm *c, CommRequest **reqs, int n);
+// Moves r along without blocking; 1 when it is complete (then comm_wait frees it
+// at once).
+int comm_test(Comm *c, CommRequest *r);
 // Blocking conveniences.
 void comm_send(Comm *c, const Group *g, int peer, const void *buf, size_t bytes);
 void comm_recv(Comm *c, const Group *g, int peer, void *buf, size_t bytes);

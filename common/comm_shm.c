@@ -45,7 +45,15 @@ typedef struct {
     uint64_t cap;                         // bytes per channel
 } RegionHeader;
 
+// The requests posted to or from one peer, unfinished, in post order: a
+// channel carries one message at a time, so a later request waits for the ones
+// before it (linked through r->impl).
 typedef struct {
+    CommRequest *head, *tail;
+} Queue;
+
+typedef struct {
+    Queue q[COMM_MAX_RANKS][2];           // [peer][0] receives, [peer][1] sends
     RegionHeader *hdr;
     ChannelCtl *ctl;                      // [src * n + dst]
     unsigned char *data;                  // [(src * n + dst) * cap]
@@ -125,7 +133,7 @@ static void ring_read(const unsigned char *ring, uint64_t cap, uint64_t pos, voi
     }
 }
 
-static int shm_progress(Comm *c, CommRequest *r) {
+static int shm_move(Comm *c, CommRequest *r) {
     Shm *s = shm(c);
     int src = r->is_send ? c->rank : r->peer, dst = r->is_send ? r->peer : c->rank;
     ChannelCtl *ch = &s->ctl[src * s->n + dst];
@@ -199,6 +207,29 @@ static int shm_progress(Comm *c, CommRequest *r) {
     return moved;
 }
 
+static void shm_post(Comm *c, CommRequest *r) {
+    Queue *q = &shm(c)->q[r->peer][r->is_send];
+    r->impl = NULL;
+    if (q->tail) q->tail->impl = r;
+    else q->head = r;
+    q->tail = r;
+}
+
+// Moves the channel's oldest requests first; r when its turn comes.
+static int shm_progress(Comm *c, CommRequest *r) {
+    Queue *q = &shm(c)->q[r->peer][r->is_send];
+    int moved = 0;
+    while (!r->complete) {
+        CommRequest *h = q->head;
+        moved |= shm_move(c, h);
+        if (!h->complete) break;
+        q->head = h->impl;
+        if (!q->head) q->tail = NULL;
+        h->impl = NULL;
+    }
+    return moved;
+}
+
 static int shm_peer_dead(Comm *c, int world_rank) {
     int pid = atomic_load(&shm(c)->hdr->pid[world_rank]);
     return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
@@ -212,7 +243,7 @@ static void shm_finalize(Comm *c) {
 static const TransportOps shm_ops = {
     .name = "shm",
     .progress = shm_progress,
-    .post = NULL,
+    .post = shm_post,
     .peer_dead = shm_peer_dead,
     .finalize = shm_finalize,
 };

@@ -41,98 +41,138 @@ void gpt_init(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
 }
 
 void gpt_init_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, int tp, int tp_rank) {
-    gpt_init_layout_tp(g, ctx, cfg, tp, tp_rank);
+    GPTPart part = gpt_whole(cfg);
+    part.tp = tp;
+    part.tp_rank = tp_rank;
+    gpt_init_part(g, ctx, cfg, seed, &part);
+}
+
+void gpt_init_part(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, const GPTPart *part) {
+    gpt_init_layout_part(g, ctx, cfg, part);
     g->params = mem_alloc(ctx, MEM_PARAMS, g->n_params * sizeof(float));
     float *host = malloc(g->n_params * sizeof(float));
     CHECK(host, "out of host memory initialising %zu parameters", g->n_params);
     gpt_initial_params(g, seed, 0, g->n_params, host);
     ctx->ops->to_device(ctx, g->params, host, g->n_params * sizeof(float));
     free(host);
-    for (int k = 0; k < cfg->n_layer + 2; k++) g->gparams[k] = g->params + g->group_offset[k];
+    for (int k = 0; k < cfg->n_layer + 2; k++)
+        g->gparams[k] = gpt_group_held(g, k) ? g->params + g->group_offset[k] : NULL;
 }
 
 void gpt_alloc_grads(GPT *g) {
     if (!g->grads) g->grads = mem_alloc(g->ctx, MEM_GRADS, g->n_params * sizeof(float));
-    for (int k = 0; k < g->cfg.n_layer + 2; k++) g->ggrads[k] = g->grads + g->group_offset[k];
+    for (int k = 0; k < g->cfg.n_layer + 2; k++)
+        g->ggrads[k] = gpt_group_held(g, k) ? g->grads + g->group_offset[k] : NULL;
 }
 
-void gpt_alloc_acts(GPT *g, int B, int T) {
+// This rank's shapes. Serial: t = 1, every size the whole model's. Tensor
+// parallel: the split widths (heads, MLP, vocabulary) are 1/t; with sequence
+// parallelism the residual stream and the LayerNorms keep N/t token rows.
+typedef struct { size_t t, C, Cl, Vl, BT, Nl, att; } Shapes;
+static Shapes shapes(const GPT *g, int B, int T) {
+    const GPTConfig *c = &g->cfg;
+    Shapes s;
+    s.t = g->tp.size;
+    s.C = c->n_embd;
+    s.Cl = s.C / s.t;
+    s.Vl = gpt_vocab_block(c, (int)s.t);
+    s.BT = (size_t)B * T;
+    s.Nl = g->tp.sp ? s.BT / s.t : s.BT;
+    s.att = (size_t)B * (c->n_head / s.t) * T * T;
+    return s;
+}
+
+void gpt_acts_alloc(GPT *g, GPTActs *a, int B, int T) {
     const GPTConfig *c = &g->cfg;
     CHECK(B >= 1 && T >= 1 && T <= c->seq_len, "batch %dx%d: need B >= 1 and 1 <= T <= %d", B,
           T, c->seq_len);
-    CHECK(!g->act_buffer, "activations already allocated");
     char err[200];
     CHECK(gpt_tp_error(c, g->tp.size, g->tp.sp, B, T, err, sizeof err) == NULL, "%s", err);
-    // This rank's shapes. Serial: t = 1, every size the whole model's. Tensor
-    // parallel: the split widths (heads, MLP, vocabulary) are 1/t; with sequence
-    // parallelism the residual stream and the LayerNorms keep N/t token rows.
-    size_t t = g->tp.size, C = c->n_embd, L = c->n_layer;
-    size_t Cl = C / t, NHl = c->n_head / t, Vl = gpt_vocab_block(c, (int)t);
-    size_t BT = (size_t)B * T, Nl = g->tp.sp ? BT / t : BT, att = (size_t)B * NHl * T * T;
+    Shapes s = shapes(g, B, T);
+    size_t C = s.C, Nl = s.Nl, BT = s.BT, Cl = s.Cl;
     // Saved per layer: ln1 C, stats 2, res_att C, ln2 C, stats 2, res_mlp C on the
     // residual stream's rows; qkv 3C, atty C, fch 4C, fch_gelu 4C (1/t of each)
     // on every token: 16C + 4 per token when t = 1, plus the attention matrix.
-    size_t per_layer = Nl * (4 * C + 4) + BT * 12 * Cl + att;
-    size_t vocab_stats = t > 1 ? 2 * BT : 0;
-    g->act_floats = Nl * C + L * per_layer + Nl * (C + 2) + BT * Vl + BT + vocab_stats;
-    g->act_buffer = mem_alloc(g->ctx, MEM_ACTIVATIONS, g->act_floats * sizeof(float));
-    float *p = g->act_buffer;
+    // A pipeline stage saves its own layers only, the embedding's output (or the
+    // input it received) always, and the head's tensors on the last stage.
+    size_t per_layer = Nl * (4 * C + 4) + BT * 12 * Cl + s.att;
+    size_t head = g->has_head ? Nl * (C + 2) + BT * s.Vl + BT + (s.t > 1 ? 2 * BT : 0) : 0;
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->T = T;
+    a->floats = Nl * C + (size_t)(g->l1 - g->l0) * per_layer + head;
+    a->buffer = mem_alloc(g->ctx, MEM_ACTIVATIONS, a->floats * sizeof(float));
+    float *p = a->buffer;
 #define TAKE(n) (p += (n), p - (n))
-    g->encoded = TAKE(Nl * C);
-    g->layers = calloc(L, sizeof *g->layers);
-    CHECK(g->layers, "out of host memory");
-    for (size_t l = 0; l < L; l++) {
-        LayerActs *a = &g->layers[l];
-        a->ln1 = TAKE(Nl * C); a->ln1_mean = TAKE(Nl); a->ln1_rstd = TAKE(Nl);
-        a->qkv = TAKE(BT * 3 * Cl); a->atty = TAKE(BT * Cl); a->att = TAKE(att);
-        a->res_att = TAKE(Nl * C);
-        a->ln2 = TAKE(Nl * C); a->ln2_mean = TAKE(Nl); a->ln2_rstd = TAKE(Nl);
-        a->fch = TAKE(BT * 4 * Cl); a->fch_gelu = TAKE(BT * 4 * Cl); a->res_mlp = TAKE(Nl * C);
+    a->encoded = TAKE(Nl * C);
+    a->layers = calloc((size_t)c->n_layer, sizeof *a->layers);
+    CHECK(a->layers, "out of host memory");
+    for (int l = g->l0; l < g->l1; l++) {
+        LayerActs *x = &a->layers[l];
+        x->ln1 = TAKE(Nl * C); x->ln1_mean = TAKE(Nl); x->ln1_rstd = TAKE(Nl);
+        x->qkv = TAKE(BT * 3 * Cl); x->atty = TAKE(BT * Cl); x->att = TAKE(s.att);
+        x->res_att = TAKE(Nl * C);
+        x->ln2 = TAKE(Nl * C); x->ln2_mean = TAKE(Nl); x->ln2_rstd = TAKE(Nl);
+        x->fch = TAKE(BT * 4 * Cl); x->fch_gelu = TAKE(BT * 4 * Cl); x->res_mlp = TAKE(Nl * C);
     }
-    g->lnf = TAKE(Nl * C); g->lnf_mean = TAKE(Nl); g->lnf_rstd = TAKE(Nl);
-    g->logits = TAKE(BT * Vl); g->losses = TAKE(BT);
-    g->vocab_stats = vocab_stats ? TAKE(vocab_stats) : NULL;
-    CHECK((size_t)(p - g->act_buffer) == g->act_floats, "activation layout mismatch");
+    if (g->has_head) {
+        a->lnf = TAKE(Nl * C); a->lnf_mean = TAKE(Nl); a->lnf_rstd = TAKE(Nl);
+        a->logits = TAKE(BT * s.Vl); a->losses = TAKE(BT);
+        a->vocab_stats = s.t > 1 ? TAKE(2 * BT) : NULL;
+    }
+#undef TAKE
+    CHECK((size_t)(p - a->buffer) == a->floats, "activation layout mismatch");
+    // Token ids live with the activations: they are inputs the backward pass needs.
+    a->tokens = mem_alloc(g->ctx, MEM_ACTIVATIONS, BT * sizeof(int));
+    a->targets = mem_alloc(g->ctx, MEM_ACTIVATIONS, BT * sizeof(int));
+    a->host_tokens = calloc(BT, sizeof(int));
+    CHECK(a->host_tokens, "out of host memory");
+}
 
+void gpt_acts_free(GPT *g, GPTActs *a) {
+    if (!a->buffer) return;
+    size_t BT = (size_t)a->B * a->T;
+    mem_free(g->ctx, MEM_ACTIVATIONS, a->buffer, a->floats * sizeof(float));
+    mem_free(g->ctx, MEM_ACTIVATIONS, a->tokens, BT * sizeof(int));
+    mem_free(g->ctx, MEM_ACTIVATIONS, a->targets, BT * sizeof(int));
+    free(a->layers);
+    free(a->host_tokens);
+    memset(a, 0, sizeof *a);
+}
+
+void gpt_alloc_acts(GPT *g, int B, int T) {
+    CHECK(!g->acts.buffer, "activations already allocated");
+    gpt_acts_alloc(g, &g->acts, B, T);
     // Workspace: gradients of activations, reused by every layer in turn; with
     // tensor parallelism also the collectives' full-size buffers.
-    size_t sp_full = g->tp.sp ? BT * C : 0, vocab_work = t > 1 ? t * BT : 0;
-    g->work_floats = 2 * Nl * C + BT * Cl + BT * 3 * Cl + 2 * BT * 4 * Cl + att + 2 * sp_full +
+    Shapes s = shapes(g, B, T);
+    size_t C = s.C, Nl = s.Nl, BT = s.BT, Cl = s.Cl;
+    size_t sp_full = g->tp.sp ? BT * C : 0, vocab_work = s.t > 1 ? s.t * BT : 0;
+    g->work_floats = 2 * Nl * C + BT * Cl + BT * 3 * Cl + 2 * BT * 4 * Cl + s.att + 2 * sp_full +
                      vocab_work;
     g->work_buffer = mem_alloc(g->ctx, MEM_WORKSPACE, g->work_floats * sizeof(float));
-    p = g->work_buffer;
+    float *p = g->work_buffer;
+#define TAKE(n) (p += (n), p - (n))
     g->dres = TAKE(Nl * C); g->dln = TAKE(Nl * C); g->datty = TAKE(BT * Cl);
     g->dqkv = TAKE(BT * 3 * Cl); g->dbig = TAKE(BT * 4 * Cl); g->dbig2 = TAKE(BT * 4 * Cl);
-    g->datt = TAKE(att);
+    g->datt = TAKE(s.att);
     g->sp_full = sp_full ? TAKE(sp_full) : NULL;
     g->sp_dfull = sp_full ? TAKE(sp_full) : NULL;
     g->vocab_work = vocab_work ? TAKE(vocab_work) : NULL;
-    CHECK((size_t)(p - g->work_buffer) == g->work_floats, "workspace layout mismatch");
 #undef TAKE
-    // Token ids live with the activations: they are inputs the backward pass needs.
-    g->tokens = mem_alloc(g->ctx, MEM_ACTIVATIONS, BT * sizeof(int));
-    g->targets = mem_alloc(g->ctx, MEM_ACTIVATIONS, BT * sizeof(int));
-    g->host_tokens = calloc(BT, sizeof(int));
-    CHECK(g->host_tokens, "out of host memory");
+    CHECK((size_t)(p - g->work_buffer) == g->work_floats, "workspace layout mismatch");
     g->B = B;
     g->T = T;
 }
 
 void gpt_free(GPT *g) {
     Ctx *ctx = g->ctx;
-    size_t BT = (size_t)g->B * g->T;
-    if (g->act_buffer) {
-        mem_free(ctx, MEM_ACTIVATIONS, g->act_buffer, g->act_floats * sizeof(float));
-        mem_free(ctx, MEM_WORKSPACE, g->work_buffer, g->work_floats * sizeof(float));
-        mem_free(ctx, MEM_ACTIVATIONS, g->tokens, BT * sizeof(int));
-        mem_free(ctx, MEM_ACTIVATIONS, g->targets, BT * sizeof(int));
-    }
+    gpt_acts_free(g, &g->acts);
+    if (g->work_buffer) mem_free(ctx, MEM_WORKSPACE, g->work_buffer, g->work_floats * sizeof(float));
     if (g->grads) mem_free(ctx, MEM_GRADS, g->grads, g->n_params * sizeof(float));
     if (g->params) mem_free(ctx, MEM_PARAMS, g->params, g->n_params * sizeof(float));
     free(g->gparams);
     free(g->ggrads);
-    free(g->layers);
-    free(g->host_tokens);
     free(g->slices);
     free(g->group_offset);
     memset(g, 0, sizeof *g);
@@ -154,18 +194,18 @@ static void serial_linear_backward(GPT *g, float *dinp, float *dw, float *db, co
 }
 static void serial_embed_forward(GPT *g, float *out, const float *wte, const float *wpe, int B,
                                  int T) {
-    g->ctx->ops->embedding_forward(g->ctx, out, g->tokens, wte, wpe, B, T, g->cfg.n_embd);
+    g->ctx->ops->embedding_forward(g->ctx, out, g->acts.tokens, wte, wpe, B, T, g->cfg.n_embd);
 }
 static void serial_embed_backward(GPT *g, float *dwte, float *dwpe, const float *dout, int B,
                                   int T) {
-    g->ctx->ops->embedding_backward(g->ctx, dwte, dwpe, dout, g->tokens, g->host_tokens, B, T,
+    g->ctx->ops->embedding_backward(g->ctx, dwte, dwpe, dout, g->acts.tokens, g->acts.host_tokens, B, T,
                                     g->cfg.n_embd);
 }
 static void serial_ce_forward(GPT *g, float *losses, const float *logits, int N) {
-    g->ctx->ops->crossentropy_forward(g->ctx, losses, logits, g->targets, N, g->cfg.vocab);
+    g->ctx->ops->crossentropy_forward(g->ctx, losses, logits, g->acts.targets, N, g->cfg.vocab);
 }
 static void serial_ce_backward(GPT *g, float *dlogits, const float *logits, float dloss, int N) {
-    g->ctx->ops->crossentropy_backward(g->ctx, dlogits, logits, g->targets, dloss, N, g->cfg.vocab);
+    g->ctx->ops->crossentropy_backward(g->ctx, dlogits, logits, g->acts.targets, dloss, N, g->cfg.vocab);
 }
 static const GPTParallelOps serial_layers = {
     serial_linear_forward, serial_linear_backward, serial_linear_forward, serial_linear_backward,
@@ -178,12 +218,12 @@ static int stream_rows(const GPT *g, int N) { return g->tp.sp ? N / g->tp.size :
 // ---------------------------------------------------------------- forward
 
 const float *gpt_layer_output(const GPT *g, int l) {
-    return l < 0 ? g->encoded : g->layers[l].res_mlp;
+    return l < 0 ? g->acts.encoded : g->acts.layers[l].res_mlp;
 }
 
 void gpt_embed_forward(GPT *g, int B, int T) {
     use(g, 0, GPT_NEED_PARAMS);
-    layers(g)->embed_forward(g, g->encoded, param_at(g, 0), param_at(g, 1), B, T);
+    layers(g)->embed_forward(g, g->acts.encoded, param_at(g, 0), param_at(g, 1), B, T);
 }
 
 // Shapes in the blocks are this rank's: with tensor parallelism over t ranks each
@@ -196,7 +236,7 @@ void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T) {
     int Nl = stream_rows(g, N);
     size_t NC = (size_t)Nl * C;
     for (int l = l0; l < l1; l++) {
-        LayerActs *a = &g->layers[l];
+        LayerActs *a = &g->acts.layers[l];
         use(g, 1 + l, GPT_NEED_PARAMS);
 #define W(k) param_at(g, block_slice(l, k))
         // attention branch: res_att = x + c_proj(attn(c_attn(ln_1(x))))
@@ -226,17 +266,17 @@ float gpt_head_forward(GPT *g, const float *x, int B, int T, int has_targets) {
     int Vl = gpt_vocab_block(c, g->tp.size);
     use(g, L + 1, GPT_NEED_PARAMS);
     use(g, 0, GPT_NEED_PARAMS);  // the LM head is tied to wte (group 0)
-    o->layernorm_forward(ctx, g->lnf, g->lnf_mean, g->lnf_rstd, x, param_at(g, lnw),
+    o->layernorm_forward(ctx, g->acts.lnf, g->acts.lnf_mean, g->acts.lnf_rstd, x, param_at(g, lnw),
                          param_at(g, lnw + 1), stream_rows(g, N), C);
     // The LM head is tied: logits = lnf @ wte^T, no bias (column-parallel over the
     // vocabulary when tensor parallel: each rank its block of the logits).
-    layers(g)->column_forward(g, g->logits, g->lnf, param_at(g, 0), NULL, N, C, Vl);
+    layers(g)->column_forward(g, g->acts.logits, g->acts.lnf, param_at(g, 0), NULL, N, C, Vl);
     g->loss = 0.0f;
     if (has_targets) {
-        layers(g)->crossentropy_forward(g, g->losses, g->logits, N);
+        layers(g)->crossentropy_forward(g, g->acts.losses, g->acts.logits, N);
         float *host = malloc((size_t)N * sizeof(float));
         CHECK(host, "out of host memory");
-        o->to_host(ctx, host, g->losses, (size_t)N * sizeof(float));
+        o->to_host(ctx, host, g->acts.losses, (size_t)N * sizeof(float));
         double sum = 0;
         for (int i = 0; i < N; i++) sum += host[i];
         free(host);
@@ -246,7 +286,7 @@ float gpt_head_forward(GPT *g, const float *x, int B, int T, int has_targets) {
 }
 
 float gpt_forward(GPT *g, const int *tokens, const int *targets, int B, int T) {
-    CHECK(g->act_buffer, "gpt_forward before gpt_alloc_acts");
+    CHECK(g->acts.buffer, "gpt_forward before gpt_alloc_acts");
     CHECK(B <= g->B && T <= g->T, "batch %dx%d exceeds the %dx%d the activations were sized for",
           B, T, g->B, g->T);
     const GPTConfig *c = &g->cfg;
@@ -259,13 +299,13 @@ float gpt_forward(GPT *g, const int *tokens, const int *targets, int B, int T) {
               i, c->vocab);
     }
     Ctx *ctx = g->ctx;
-    memcpy(g->host_tokens, tokens, BT * sizeof(int));
-    ctx->ops->to_device(ctx, g->tokens, tokens, BT * sizeof(int));
-    if (targets) ctx->ops->to_device(ctx, g->targets, targets, BT * sizeof(int));
+    memcpy(g->acts.host_tokens, tokens, BT * sizeof(int));
+    ctx->ops->to_device(ctx, g->acts.tokens, tokens, BT * sizeof(int));
+    if (targets) ctx->ops->to_device(ctx, g->acts.targets, targets, BT * sizeof(int));
     g->last_B = B;
     g->last_T = T;
     gpt_embed_forward(g, B, T);
-    gpt_blocks_forward(g, g->encoded, 0, c->n_layer, B, T);
+    gpt_blocks_forward(g, g->acts.encoded, 0, c->n_layer, B, T);
     return gpt_head_forward(g, gpt_layer_output(g, c->n_layer - 1), B, T, targets != NULL);
 }
 
@@ -288,12 +328,12 @@ void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int
     use(g, 0, GPT_NEED_PARAMS | GPT_NEED_GRADS);
     // The loss is the mean over N positions: each position's gradient is 1/N.
     // dlogits overwrite the logits in place (they are not needed afterwards).
-    P->crossentropy_backward(g, g->logits, g->logits, dloss_scale / N, N);
-    P->column_backward(g, g->dln, grad_at(g, 0), NULL, g->logits, g->lnf, param_at(g, 0), N, C,
+    P->crossentropy_backward(g, g->acts.logits, g->acts.logits, dloss_scale / N, N);
+    P->column_backward(g, g->dln, grad_at(g, 0), NULL, g->acts.logits, g->acts.lnf, param_at(g, 0), N, C,
                        Vl);
     o->memset0(ctx, dx, (size_t)Nl * C * sizeof(float));
     o->layernorm_backward(ctx, dx, grad_at(g, lnw), grad_at(g, lnw + 1), g->dln, x,
-                          param_at(g, lnw), g->lnf_mean, g->lnf_rstd, Nl, C);
+                          param_at(g, lnw), g->acts.lnf_mean, g->acts.lnf_rstd, Nl, C);
     fire_hook(g, L + 1);
 }
 
@@ -307,8 +347,8 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
     // dx enters as d(loss)/d(output of layer l1-1). Walking down, the residual
     // connections mean each layernorm_backward simply adds its branch into dx.
     for (int l = l1 - 1; l >= l0; l--) {
-        LayerActs *a = &g->layers[l];
-        const float *xin = l == l0 ? x : g->layers[l - 1].res_mlp;
+        LayerActs *a = &g->acts.layers[l];
+        const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
         use(g, 1 + l, GPT_NEED_PARAMS | GPT_NEED_GRADS);
 #define W(k) param_at(g, block_slice(l, k))
 #define D(k) grad_at(g, block_slice(l, k))
@@ -347,7 +387,7 @@ void gpt_backward(GPT *g, float dloss_scale) {
     CHECK(g->last_B > 0, "gpt_backward before a gpt_forward with targets");
     int B = g->last_B, T = g->last_T, L = g->cfg.n_layer;
     gpt_head_backward(g, gpt_layer_output(g, L - 1), g->dres, dloss_scale, B, T);
-    gpt_blocks_backward(g, g->encoded, g->dres, 0, L, B, T);
+    gpt_blocks_backward(g, g->acts.encoded, g->dres, 0, L, B, T);
     gpt_embed_backward(g, g->dres, B, T);
 }
 

@@ -15,6 +15,8 @@
 // so that one layer's weights (what FSDP gathers, what a pipeline stage owns) are
 // one contiguous range, and a ZeRO shard is a plain [begin, end) of the buffer.
 // Weights are stored (out, in) like torch.nn.Linear; the LM head is tied to wte.
+// A tensor-parallel rank (stage 04) has the same table with its pieces of the
+// split tensors (Split below; model_layout.c), in the same order.
 #pragma once
 #include <stddef.h>
 #include "ctx.h"
@@ -68,6 +70,12 @@ typedef struct {
 enum { GPT_LN1W, GPT_LN1B, GPT_QKVW, GPT_QKVB, GPT_ATTPROJW, GPT_ATTPROJB, GPT_LN2W, GPT_LN2B,
        GPT_FCW, GPT_FCB, GPT_FCPROJW, GPT_FCPROJB, GPT_BLOCK_TENSORS };
 
+// The part of the model a rank holds: its tensor-parallel piece (rank tp_rank of
+// tp) of layers [l0, l1), with the embedding and/or the head (a pipeline stage,
+// stage 05). The tied wte is held by both the embedding's and the head's part.
+typedef struct { int tp, tp_rank, l0, l1, embed, head; } GPTPart;
+GPTPart gpt_whole(const GPTConfig *c);      // {1, 0, 0, L, 1, 1}
+
 size_t gpt_num_params(const GPTConfig *c);  // the whole model's
 // Fills the slice table (caller provides room for gpt_num_slices(c) entries).
 int gpt_num_slices(const GPTConfig *c);
@@ -75,6 +83,9 @@ void gpt_fill_slices(const GPTConfig *c, ParamSlice *slices);
 // The same for one rank of t tensor-parallel ranks (every rank's table has the
 // same names and groups; rank r's pieces are gpt_slice_copy's).
 void gpt_fill_slices_tp(const GPTConfig *c, int tp, ParamSlice *slices);
+// The same for any part: tensors it does not hold keep their place in the table
+// with no elements (rows = cols = numel = 0).
+void gpt_fill_slices_part(const GPTConfig *c, const GPTPart *part, ParamSlice *slices);
 // Between a whole tensor and rank `rank`'s piece of it: to_piece = 1 cuts the
 // piece out of `whole` (zero rows where the vocabulary is padded), 0 puts the
 // piece back into its place in `whole`.
@@ -90,6 +101,9 @@ const char *gpt_tp_error(const GPTConfig *c, int tp, int sp, int B, int T, char 
 double gpt_flops_per_token(const GPTConfig *c, int T);
 
 // Activations saved by the forward pass for one layer (pointers into one buffer).
+// The shapes are a single process's; a tensor-parallel rank holds 1/t of every
+// width that splits (3C, C of atty, 4C, the NH heads) and, with sequence
+// parallelism, N/t token rows of the rest (gpt_alloc_acts says which).
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C), (B,T), (B,T)
     float *qkv;                        // (B,T,3C)
@@ -101,6 +115,24 @@ typedef struct {
     float *fch_gelu;                   // (B,T,4C)
     float *res_mlp;                    // (B,T,C)  output of the layer
 } LayerActs;
+
+// Everything the forward pass saves for the backward pass of one micro-batch
+// (MEM_ACTIVATIONS: one buffer, plus the token ids), for the layers the model
+// computes (l0..l1, the embedding, the head). A pipeline stage keeps one set per
+// micro-batch in flight and points g->acts at the one it computes (stage 05).
+typedef struct {
+    float *buffer; size_t floats;
+    int B, T;                   // the batch they were sized for
+    float *encoded;             // (B,T,C) the input of layer l0: the embedding's output,
+                                // or on a later pipeline stage what the one before sent
+    LayerActs *layers;          // host array of L; entries outside [l0, l1) stay empty
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *logits;              // (B,T,V); after backward holds dlogits
+    float *losses;              // (B,T)
+    float *vocab_stats;         // (2,N) tensor parallel: each row's max and sum of exponentials
+    int *tokens, *targets;      // (B,T) device copies
+    int *host_tokens;           // (B,T) host copy of the tokens
+} GPTActs;
 
 typedef struct GPT GPT;
 
@@ -124,11 +156,11 @@ typedef struct {
                         int N, int C, int OC);
     void (*row_backward)(GPT *g, float *dinp, float *dw, float *db, const float *dout,
                          const float *inp, const float *w, int N, int C, int OC);
-    // Token + position embedding of the B x T batch in g->tokens into the
+    // Token + position embedding of the B x T batch in g->acts.tokens into the
     // residual stream's rows; wte is this rank's vocabulary block.
     void (*embed_forward)(GPT *g, float *out, const float *wte, const float *wpe, int B, int T);
     void (*embed_backward)(GPT *g, float *dwte, float *dwpe, const float *dout, int B, int T);
-    // losses(N) of logits(N, this rank's vocabulary block) against g->targets;
+    // losses(N) of logits(N, this rank's vocabulary block) against g->acts.targets;
     // backward writes dlogits (may alias logits) = d(loss)/d(logits) x dloss.
     void (*crossentropy_forward)(GPT *g, float *losses, const float *logits, int N);
     void (*crossentropy_backward)(GPT *g, float *dlogits, const float *logits, float dloss, int N);
@@ -167,16 +199,13 @@ struct GPT {
     // at the buffers it gathers (and at NULL while a group is not materialised).
     float **gparams, **ggrads;  // host arrays of L+2
 
+    // What this model computes: layers [l0, l1), the embedding, the head (the LM
+    // head and the loss). The whole model unless a pipeline stage (stage 05).
+    int l0, l1, has_embed, has_head;
+
     // Activations, sized for (B,T) at gpt_alloc_acts (MEM_ACTIVATIONS).
     int B, T;
-    float *act_buffer; size_t act_floats;
-    float *encoded;             // (B,T,C) embedding output = input of layer 0
-    LayerActs *layers;          // host array of L
-    float *lnf, *lnf_mean, *lnf_rstd;
-    float *logits;              // (B,T,V); after backward holds dlogits
-    float *losses;              // (B,T)
-    int *tokens, *targets;      // (B,T) device copies
-    int *host_tokens;           // (B,T) host copy of the last tokens
+    GPTActs acts;
     // Workspace (MEM_WORKSPACE): gradients of activations, reused layer by layer.
     float *work_buffer; size_t work_floats;
     float *dres;                // (B,T,C) gradient flowing down the residual stream
@@ -187,7 +216,6 @@ struct GPT {
     float *datt;                // (B,NH,T,T) attention-backward scratch
 
     // Tensor parallelism (t = tp.size > 1), allocated by gpt_alloc_acts:
-    float *vocab_stats;         // (2,N) activations: each row's max and sum of exponentials
     float *vocab_work;          // (t,N) workspace: every rank's row maxima
     float *sp_full, *sp_dfull;  // (N,C) workspace, SP only: a column-parallel layer's
                                 // gathered input, and its full-width gradient
@@ -213,12 +241,23 @@ void gpt_init_layout(GPT *g, Ctx *ctx, const GPTConfig *cfg);
 // .sp, .arg) before gpt_alloc_acts.
 void gpt_init_layout_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, int tp, int tp_rank);
 void gpt_init_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, int tp, int tp_rank);
+// Any part (a pipeline stage, with or without tensor parallelism): its weights
+// only, the single-process model's numbers. Groups it does not hold have
+// gparams / ggrads NULL: computing with them is refused.
+void gpt_init_layout_part(GPT *g, Ctx *ctx, const GPTConfig *cfg, const GPTPart *part);
+void gpt_init_part(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, const GPTPart *part);
+// 1 if the part holds any element of the group.
+int gpt_group_held(const GPT *g, int group);
 // gpt_init's initial weights of elements [lo, hi) of g's flat layout, into host
 // memory `out` (hi - lo floats): the same numbers, whatever the sharding; a
 // tensor-parallel rank gets its pieces of the single-process model's tensors.
 void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float *out);
 void gpt_alloc_grads(GPT *g);                 // MEM_GRADS, zeroed; points ggrads into it
 void gpt_alloc_acts(GPT *g, int B, int T);    // MEM_ACTIVATIONS + MEM_WORKSPACE
+// One more set of activations for (B,T), for the layers g computes (a pipeline
+// stage's micro-batches in flight), and its release.
+void gpt_acts_alloc(GPT *g, GPTActs *a, int B, int T);
+void gpt_acts_free(GPT *g, GPTActs *a);
 void gpt_free(GPT *g);
 // [begin, end) element range of a group in the flat buffers.
 void gpt_group_range(const GPT *g, int group, size_t *begin, size_t *end);
@@ -234,7 +273,7 @@ void gpt_backward(GPT *g, float dloss_scale);
 void gpt_zero_grad(GPT *g);
 
 // The pieces, for a pipeline stage that owns a range of layers:
-// embed: tokens -> g->encoded; blocks [l0,l1): input x (B,T,C) -> layer l1-1's res_mlp;
+// embed: tokens -> g->acts.encoded; blocks [l0,l1): input x (B,T,C) -> layer l1-1's res_mlp;
 // head: x -> lnf -> logits -> losses.
 void gpt_embed_forward(GPT *g, int B, int T);
 void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T);

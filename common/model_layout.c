@@ -91,32 +91,45 @@ static void local_shape(int split, int grows, int gcols, int tp, int *rows, int 
     }
 }
 
-void gpt_fill_slices_tp(const GPTConfig *c, int tp, ParamSlice *s) {
+GPTPart gpt_whole(const GPTConfig *c) { return (GPTPart){1, 0, 0, c->n_layer, 1, 1}; }
+
+void gpt_fill_slices_part(const GPTConfig *c, const GPTPart *part, ParamSlice *s) {
     size_t off = 0, goff = 0;
-    int i = 0, C = c->n_embd, L = c->n_layer;
-#define ADD(nm, r, cl, grp, dec, spl)                                                       \
+    int i = 0, C = c->n_embd, L = c->n_layer, tp = part->tp;
+    // A tensor the part does not hold keeps its name, group and whole shape, with
+    // no elements (rows = cols = 0) here.
+#define ADD(nm, r, cl, grp, dec, spl, held)                                                 \
     do {                                                                                  \
         snprintf(s[i].name, sizeof s[i].name, "%s", nm);                                  \
         s[i].grows = (r); s[i].gcols = (cl); s[i].split = (spl);                          \
         local_shape(spl, r, cl, tp, &s[i].rows, &s[i].cols);                              \
+        if (!(held)) s[i].rows = s[i].cols = 0;                                           \
         s[i].offset = off; s[i].goffset = goff;                                           \
         s[i].numel = (size_t)s[i].rows * (size_t)s[i].cols; s[i].group = (grp);           \
         s[i].decay = (dec);                                                               \
         off += s[i].numel; goff += (size_t)(r) * (size_t)(cl); i++;                       \
     } while (0)
-    ADD("wte", c->vocab, C, 0, 1, SPLIT_VOCAB);
-    ADD("wpe", c->seq_len, C, 0, 1, SPLIT_NONE);
+    // The token embedding is also the LM head (tied): the first pipeline stage and
+    // the last both hold it (Megatron's embedding group keeps the two equal).
+    ADD("wte", c->vocab, C, 0, 1, SPLIT_VOCAB, part->embed || part->head);
+    ADD("wpe", c->seq_len, C, 0, 1, SPLIT_NONE, part->embed);
     for (int l = 0; l < L; l++)
         for (int k = 0; k < GPT_BLOCK_TENSORS; k++) {
             const BlockTensor *bt = &block_tensors[k];
             char nm[48];
             snprintf(nm, sizeof nm, "h.%d.%s", l, bt->name);
             int rows = bt->rows_c ? bt->rows_c * C : 1;
-            ADD(nm, rows, bt->cols_c * C, 1 + l, bt->decay, bt->split);
+            ADD(nm, rows, bt->cols_c * C, 1 + l, bt->decay, bt->split, l >= part->l0 && l < part->l1);
         }
-    ADD("ln_f.weight", 1, C, L + 1, 0, SPLIT_NONE);
-    ADD("ln_f.bias", 1, C, L + 1, 0, SPLIT_NONE);
+    ADD("ln_f.weight", 1, C, L + 1, 0, SPLIT_NONE, part->head);
+    ADD("ln_f.bias", 1, C, L + 1, 0, SPLIT_NONE, part->head);
 #undef ADD
+}
+
+void gpt_fill_slices_tp(const GPTConfig *c, int tp, ParamSlice *s) {
+    GPTPart part = gpt_whole(c);
+    part.tp = tp;
+    gpt_fill_slices_part(c, &part, s);
 }
 
 void gpt_fill_slices(const GPTConfig *c, ParamSlice *s) { gpt_fill_slices_tp(c, 1, s); }
@@ -193,16 +206,25 @@ const ParamSlice *gpt_find_slice(const GPT *g, const char *name) {
 
 // ---------------------------------------------------------------- set-up
 
-void gpt_init_layout_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, int tp, int tp_rank) {
+void gpt_init_layout_part(GPT *g, Ctx *ctx, const GPTConfig *cfg, const GPTPart *part) {
     char err[200];
+    int tp = part->tp, tp_rank = part->tp_rank;
     CHECK(gpt_config_error(cfg, err, sizeof err) == NULL, "%s", err);
     CHECK(gpt_tp_error(cfg, tp, 0, 1, 1, err, sizeof err) == NULL, "%s", err);
     CHECK(tp_rank >= 0 && tp_rank < tp, "tensor-parallel rank %d outside [0, %d)", tp_rank, tp);
+    CHECK(0 <= part->l0 && part->l0 <= part->l1 && part->l1 <= cfg->n_layer &&
+          (part->l0 == 0 || !part->embed) && (part->l1 == cfg->n_layer || !part->head),
+          "layers [%d, %d) of %d%s%s: not a pipeline stage", part->l0, part->l1, cfg->n_layer,
+          part->embed ? " with the embedding" : "", part->head ? " with the head" : "");
     memset(g, 0, sizeof *g);
     g->cfg = *cfg;
     g->ctx = ctx;
     g->tp.size = tp;
     g->tp.rank = tp_rank;
+    g->l0 = part->l0;
+    g->l1 = part->l1;
+    g->has_embed = part->embed;
+    g->has_head = part->head;
     g->n_slices = gpt_num_slices(cfg);
     g->slices = calloc((size_t)g->n_slices, sizeof *g->slices);
     g->group_offset = calloc((size_t)cfg->n_layer + 3, sizeof *g->group_offset);
@@ -210,7 +232,7 @@ void gpt_init_layout_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, int tp, int tp_r
     g->ggrads = calloc((size_t)cfg->n_layer + 2, sizeof *g->ggrads);
     CHECK(g->slices && g->group_offset && g->gparams && g->ggrads,
           "out of host memory for the slice table");
-    gpt_fill_slices_tp(cfg, tp, g->slices);
+    gpt_fill_slices_part(cfg, part, g->slices);
     const ParamSlice *last = &g->slices[g->n_slices - 1];
     g->n_params = last->offset + last->numel;
     CHECK(last->goffset + last->grows * (size_t)last->gcols == gpt_num_params(cfg),
@@ -219,7 +241,18 @@ void gpt_init_layout_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, int tp, int tp_r
     g->group_offset[cfg->n_layer + 2] = g->n_params;
 }
 
+void gpt_init_layout_tp(GPT *g, Ctx *ctx, const GPTConfig *cfg, int tp, int tp_rank) {
+    GPTPart part = gpt_whole(cfg);
+    part.tp = tp;
+    part.tp_rank = tp_rank;
+    gpt_init_layout_part(g, ctx, cfg, &part);
+}
+
 void gpt_init_layout(GPT *g, Ctx *ctx, const GPTConfig *cfg) { gpt_init_layout_tp(g, ctx, cfg, 1, 0); }
+
+int gpt_group_held(const GPT *g, int group) {
+    return g->group_offset[group + 1] > g->group_offset[group];
+}
 
 void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float *out) {
     CHECK(lo <= hi && hi <= g->n_params, "initial weights [%zu, %zu) outside the %zu params", lo,

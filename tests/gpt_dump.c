@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
         losses[s] = gpt_forward(&g, tokens, targets, B, T);
         if (s == 0) {
             loss0 = losses[0];
-            ctx.ops->to_host(&ctx, logits, g.logits, BT * c.vocab * sizeof(float));
+            ctx.ops->to_host(&ctx, logits, g.acts.logits, BT * c.vocab * sizeof(float));
         }
         gpt_backward(&g, 1.0f);
         if (s == 0) ctx.ops->to_host(&ctx, grads, g.grads, P * sizeof(float));

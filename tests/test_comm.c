@@ -77,8 +77,9 @@ static void check_ring(Comm *c, Verdicts *vs, size_t bytes) {
 }
 
 // Three messages to the same peer in flight at once, waited for in reverse
-// order: the transport must keep them apart and in order (tcp and mpi only; the
-// shm channel carries one message per direction at a time).
+// order: the transport must keep them apart and in order (a pipeline stage has
+// several activations in flight to its neighbour). The 70001-byte one exceeds
+// the shm channel of 8 ranks and more.
 static void check_queued(Comm *c, Verdicts *vs) {
     const Group *w = comm_world(c);
     enum { K = 3 };
@@ -244,7 +245,7 @@ int main(int argc, char **argv) {
     if (n > 1) {
         const size_t sizes[] = {0, 1, 7, 4096, (1u << 20) + 3};
         for (int i = 0; i < 5; i++) check_ring(c, &vs, sizes[i]);
-        if (comm_transport(c) != TRANSPORT_SHM) check_queued(c, &vs);
+        check_queued(c, &vs);
         check_sum(c, &vs, DT_F32, (1u << 18) + 3);
         check_sum(c, &vs, DT_BF16, 4099);
         check_barrier(c, &vs);

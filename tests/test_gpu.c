@@ -190,13 +190,13 @@ static void test_model(Env *e, const char *name, const GPTConfig *cfg, int B, in
     float lg = gpt_forward(&gg, tokens, targets, B, T);
     char what[128];
     size_t lbytes = BT * V * sizeof(float);
-    float *c = read_back(&e->cpu, gc.logits, lbytes), *g = read_back(&e->gpu, gg.logits, lbytes);
+    float *c = read_back(&e->cpu, gc.acts.logits, lbytes), *g = read_back(&e->gpu, gg.acts.logits, lbytes);
     snprintf(what, sizeof what, "gpt_forward.logits[%s]", name);
     check_rel(&e->ts, what, g, c, BT * V, TOL_FWD);
     free(c);
     free(g);
-    c = read_back(&e->cpu, gc.losses, BT * sizeof(float));
-    g = read_back(&e->gpu, gg.losses, BT * sizeof(float));
+    c = read_back(&e->cpu, gc.acts.losses, BT * sizeof(float));
+    g = read_back(&e->gpu, gg.acts.losses, BT * sizeof(float));
     snprintf(what, sizeof what, "gpt_forward.losses[%s]", name);
     check_rel(&e->ts, what, g, c, BT, TOL_FWD);
     free(c);

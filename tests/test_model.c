@@ -146,7 +146,7 @@ static void test_composition(TestState *ts) {
     gpt_zero_grad(&g);
     float loss = gpt_forward(&g, x, y, B, T);
     float *logits = malloc(BTV * sizeof(float));
-    memcpy(logits, g.logits, BTV * sizeof(float));
+    memcpy(logits, g.acts.logits, BTV * sizeof(float));
     gpt_backward(&g, 1.0f);
     int ok = n_order == L + 2;
     for (int i = 0; i < n_order && ok; i++) ok = order[i] == L + 1 - i;
@@ -160,7 +160,7 @@ static void test_composition(TestState *ts) {
     gpt_embed_forward(&g, B, T);
     for (int l = 0; l < L; l++) gpt_blocks_forward(&g, gpt_layer_output(&g, l - 1), l, l + 1, B, T);
     float loss2 = gpt_head_forward(&g, gpt_layer_output(&g, L - 1), B, T, 1);
-    test_report(ts, loss2 == loss && memcmp(logits, g.logits, BTV * sizeof(float)) == 0,
+    test_report(ts, loss2 == loss && memcmp(logits, g.acts.logits, BTV * sizeof(float)) == 0,
                 "layer_ranges.forward_bitwise", "loss %.7f vs %.7f", loss2, loss);
 
     // Gradient accumulation: two micro-batches of B/2, each scaled 1/2, equal one

@@ -257,7 +257,7 @@ static Verdict check_ce(Fixture *f) {
     for (int n = 0; n < N; n++)
         for (int j = 0; j < Vl; j++)
             mine[(size_t)n * Vl + j] = j < valid ? logits[(size_t)n * V + lo + j] : 1e3f;
-    memcpy(g->targets, targets, sizeof(int) * N);
+    memcpy(g->acts.targets, targets, sizeof(int) * N);
     tp_crossentropy_forward(g, glosses, mine, N);
     tp_crossentropy_backward(g, mine, mine, 1.0f / N, N);
     Verdict v = {0};
@@ -368,10 +368,10 @@ static void run_model_checks(TestState *ts, Comm *c, Group *tpg, Group *dpg, int
             int lo, valid, Vl = tp_vocab_range(g, &lo, &valid);
             double worst = 0, rl = 0;
             for (int n = 0; n < N; n++) {
-                rl += ref.losses[(size_t)d * N + n];
+                rl += ref.acts.losses[(size_t)d * N + n];
                 for (int j = 0; j < valid; j++)
-                    worst = fmax(worst, fabs(g->logits[(size_t)n * Vl + j] -
-                                             ref.logits[((size_t)d * N + n) * V + lo + j]));
+                    worst = fmax(worst, fabs(g->acts.logits[(size_t)n * Vl + j] -
+                                             ref.acts.logits[((size_t)d * N + n) * V + lo + j]));
             }
             rl /= N;
             v = (Verdict){.err = fmax(worst, fabs(loss - rl))};
