@@ -18,7 +18,7 @@ void tp_install(GPT *g, TensorParallel *tp) {
     CHECK(tp->group->size == g->tp.size && tp->group->rank == g->tp.rank,
           "the model was laid out for rank %d of %d tensor-parallel ranks, the group is rank %d "
           "of %d", g->tp.rank, g->tp.size, tp->group->rank, tp->group->size);
-    CHECK(!g->act_buffer, "tp_install before gpt_alloc_acts (the activations depend on it)");
+    CHECK(!g->acts.buffer, "tp_install before gpt_alloc_acts (the activations depend on it)");
     g->tp.arg = tp;
     g->tp.sp = tp->sp && g->tp.size > 1;
     g->tp.ops = g->tp.size > 1 ? &tp_layers : NULL;  // one rank: the serial layers

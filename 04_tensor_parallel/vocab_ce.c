@@ -14,7 +14,7 @@
 // maxima and a max over t values. The sums of exponentials and the target logits
 // share one all-reduce of 2N floats. The backward needs no communication:
 // dlogits = softmax - onehot, each rank its own columns, from m and sumexp kept
-// from the forward (g->vocab_stats).
+// from the forward (g->acts.vocab_stats).
 #include <math.h>
 #include <stdlib.h>
 
@@ -27,7 +27,7 @@ void tp_crossentropy_forward(GPT *g, float *losses, const float *logits, int N) 
     const Ops *o = ctx->ops;
     int t = g->tp.size, r = g->tp.rank, lo, valid;
     int Vl = tp_vocab_range(g, &lo, &valid);
-    float *m = g->vocab_stats, *sumexp = g->vocab_stats + N, *work = g->vocab_work;
+    float *m = g->acts.vocab_stats, *sumexp = g->acts.vocab_stats + N, *work = g->vocab_work;
 
     // 1. The row maxima over the whole vocabulary: each rank's, gathered, then the
     //    largest of the t (on the host: t*N floats, a few KB).
@@ -45,7 +45,7 @@ void tp_crossentropy_forward(GPT *g, float *losses, const float *logits, int N) 
     // 2. Σ exp(logit - m) over this rank's columns and the target logit where this
     //    rank holds it; one all-reduce sums both over the group.
     float *sums = work, *target = work + N;  // (2, N): the maxima are no longer needed
-    o->logits_sumexp(ctx, sums, target, logits, m, g->targets, lo, N, Vl, valid);
+    o->logits_sumexp(ctx, sums, target, logits, m, g->acts.targets, lo, N, Vl, valid);
     tp_allreduce(g, sums, 2 * (size_t)N);
     o->copy(ctx, sumexp, sums, (size_t)N * sizeof(float));
 
@@ -56,7 +56,7 @@ void tp_crossentropy_forward(GPT *g, float *losses, const float *logits, int N) 
 void tp_crossentropy_backward(GPT *g, float *dlogits, const float *logits, float dloss, int N) {
     int lo, valid;
     int Vl = tp_vocab_range(g, &lo, &valid);
-    const float *m = g->vocab_stats, *sumexp = g->vocab_stats + N;
-    g->ctx->ops->crossentropy_backward_split(g->ctx, dlogits, logits, m, sumexp, g->targets, lo,
+    const float *m = g->acts.vocab_stats, *sumexp = g->acts.vocab_stats + N;
+    g->ctx->ops->crossentropy_backward_split(g->ctx, dlogits, logits, m, sumexp, g->acts.targets, lo,
                                              dloss, N, Vl, valid);
 }

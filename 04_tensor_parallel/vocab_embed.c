@@ -25,7 +25,7 @@ void tp_embed_forward(GPT *g, float *out, const float *wte, const float *wpe, in
     int N = B * T, C = g->cfg.n_embd, lo, valid;
     int Vl = tp_vocab_range(g, &lo, &valid);
     float *partial = tp_partial_buffer(g, out);
-    o->embedding_lookup_forward(g->ctx, partial, g->tokens, wte, lo, Vl, N, C);
+    o->embedding_lookup_forward(g->ctx, partial, g->acts.tokens, wte, lo, Vl, N, C);
     tp_g_forward(g, out, partial, N, C);
     // This rank's rows of the residual stream are token rows row0 .. row0 + rows.
     int rows = g->tp.sp ? N / g->tp.size : N, row0 = g->tp.sp ? g->tp.rank * rows : 0;
@@ -39,6 +39,6 @@ void tp_embed_backward(GPT *g, float *dwte, float *dwpe, const float *dout, int 
     // Every token's gradient (gathered with SP), each rank keeping its ids' rows.
     // wpe's gradient from the whole gradient too: the same on every rank.
     const float *d = tp_g_backward(g, dout, N, C);
-    o->embedding_lookup_backward(g->ctx, dwte, d, g->tokens, g->host_tokens, lo, Vl, N, C);
+    o->embedding_lookup_backward(g->ctx, dwte, d, g->acts.tokens, g->acts.host_tokens, lo, Vl, N, C);
     o->position_backward(g->ctx, dwpe, d, 0, N, T, C);
 }

@@ -16,8 +16,8 @@
 // logits_sumexp, crossentropy_loss, crossentropy_backward_split; copy, to_host,
 // to_device. The group's collectives (../tp.h): tp_all_gather, tp_allreduce (they
 // sum; a max over t ranks = gather every rank's N maxima, take the largest).
-// Buffers: g->vocab_stats (2N floats: m, then sumexp; the backward reads them),
-// g->vocab_work (t*N floats of scratch), g->targets (device ids).
+// Buffers: g->acts.vocab_stats (2N floats: m, then sumexp; the backward reads them),
+// g->vocab_work (t*N floats of scratch), g->acts.targets (device ids).
 #include <math.h>
 #include <stdlib.h>
 
