@@ -143,6 +143,11 @@ void gpt_acts_free(GPT *g, GPTActs *a) {
 void gpt_alloc_acts(GPT *g, int B, int T) {
     CHECK(!g->acts.buffer, "activations already allocated");
     gpt_acts_alloc(g, &g->acts, B, T);
+    gpt_alloc_workspace(g, B, T);
+}
+
+void gpt_alloc_workspace(GPT *g, int B, int T) {
+    CHECK(!g->work_buffer, "workspace already allocated");
     // Workspace: gradients of activations, reused by every layer in turn; with
     // tensor parallelism also the collectives' full-size buffers.
     Shapes s = shapes(g, B, T);
@@ -285,10 +290,10 @@ float gpt_head_forward(GPT *g, const float *x, int B, int T, int has_targets) {
     return g->loss;
 }
 
-float gpt_forward(GPT *g, const int *tokens, const int *targets, int B, int T) {
-    CHECK(g->acts.buffer, "gpt_forward before gpt_alloc_acts");
-    CHECK(B <= g->B && T <= g->T, "batch %dx%d exceeds the %dx%d the activations were sized for",
-          B, T, g->B, g->T);
+void gpt_set_batch(GPT *g, const int *tokens, const int *targets, int B, int T) {
+    CHECK(g->acts.buffer, "a batch before the activations are allocated");
+    CHECK(B <= g->acts.B && T <= g->acts.T, "batch %dx%d exceeds the %dx%d the activations were "
+          "sized for", B, T, g->acts.B, g->acts.T);
     const GPTConfig *c = &g->cfg;
     size_t BT = (size_t)B * T;
     for (size_t i = 0; i < BT; i++) {
@@ -304,9 +309,14 @@ float gpt_forward(GPT *g, const int *tokens, const int *targets, int B, int T) {
     if (targets) ctx->ops->to_device(ctx, g->acts.targets, targets, BT * sizeof(int));
     g->last_B = B;
     g->last_T = T;
+}
+
+float gpt_forward(GPT *g, const int *tokens, const int *targets, int B, int T) {
+    CHECK(g->acts.buffer, "gpt_forward before gpt_alloc_acts");
+    gpt_set_batch(g, tokens, targets, B, T);
     gpt_embed_forward(g, B, T);
-    gpt_blocks_forward(g, g->acts.encoded, 0, c->n_layer, B, T);
-    return gpt_head_forward(g, gpt_layer_output(g, c->n_layer - 1), B, T, targets != NULL);
+    gpt_blocks_forward(g, g->acts.encoded, 0, g->cfg.n_layer, B, T);
+    return gpt_head_forward(g, gpt_layer_output(g, g->cfg.n_layer - 1), B, T, targets != NULL);
 }
 
 // ---------------------------------------------------------------- backward

@@ -254,6 +254,9 @@ int gpt_group_held(const GPT *g, int group);
 void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float *out);
 void gpt_alloc_grads(GPT *g);                 // MEM_GRADS, zeroed; points ggrads into it
 void gpt_alloc_acts(GPT *g, int B, int T);    // MEM_ACTIVATIONS + MEM_WORKSPACE
+// The workspace alone (gpt_alloc_acts = the first set of activations + this): a
+// pipeline stage allocates its activations per micro-batch in flight instead.
+void gpt_alloc_workspace(GPT *g, int B, int T);
 // One more set of activations for (B,T), for the layers g computes (a pipeline
 // stage's micro-batches in flight), and its release.
 void gpt_acts_alloc(GPT *g, GPTActs *a, int B, int T);
@@ -263,6 +266,10 @@ void gpt_free(GPT *g);
 void gpt_group_range(const GPT *g, int group, size_t *begin, size_t *end);
 const ParamSlice *gpt_find_slice(const GPT *g, const char *name);
 
+// Copies a batch's token ids (and targets, if not NULL) into g->acts, checking
+// every id against the vocabulary: what gpt_forward does first. The pieces below
+// read them from there.
+void gpt_set_batch(GPT *g, const int *tokens, const int *targets, int B, int T);
 // Whole model. tokens/targets are host arrays of B*T ints; targets may be NULL
 // (then no loss). Returns the mean loss (or 0).
 float gpt_forward(GPT *g, const int *tokens, const int *targets, int B, int T);

@@ -174,7 +174,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         gpt_alloc_grads(&g);
         adamw_init(&opt, &g, &oc, 0, g.n_params);
     }
-    gpt_alloc_acts(&g, B, T);
+    int pipeline = S && S->run_micro_batches;
+    if (!pipeline) gpt_alloc_acts(&g, B, T);
 
     double fpt = gpt_flops_per_token(&cfg, T);
 
@@ -192,7 +193,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                  "and peak = %.1f GFLOP/s %s", fpt * 1e-6, peak * 1e-9, peak_how);
     }
 
-    int *inputs = malloc(sizeof(int) * B * T), *targets = malloc(sizeof(int) * B * T);
+    size_t batch_ints = (size_t)B * T * (pipeline ? accum : 1);  // a pipeline takes all m at once
+    int *inputs = malloc(sizeof(int) * batch_ints), *targets = malloc(sizeof(int) * batch_ints);
     double *step_ms = malloc(sizeof(double) * steps);
     CHECK(inputs && targets && step_ms, "out of host memory");
     float first_loss = 0, loss = 0;
@@ -202,7 +204,12 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         double t0 = now_seconds();
         if (!S) gpt_zero_grad(&g);
         double loss_sum = 0;
-        for (int micro = 0; micro < accum; micro++) {
+        if (pipeline) {
+            for (int micro = 0; micro < accum; micro++)
+                data_next(&dl, inputs + (size_t)micro * B * T, targets + (size_t)micro * B * T);
+            loss_sum = accum * (double)S->run_micro_batches(&g, inputs, targets, B, T, accum, S->arg);
+        }
+        for (int micro = 0; micro < accum && !pipeline; micro++) {
             if (S) S->micro_begin(&g, micro, accum, S->arg);
             data_next(&dl, inputs, targets);
             loss_sum += gpt_forward(&g, inputs, targets, B, T);

@@ -42,6 +42,13 @@ typedef struct {
     // After the last backward: finish the communication, clip by the global norm
     // (over every rank's shard), update. Returns that norm.
     double (*step)(GPT *g, void *arg);
+    // A pipeline (stage 05) runs a step's m micro-batches itself, on its schedule:
+    // when set, the trainer allocates no activations (the strategy keeps its own
+    // per micro-batch in flight), hands it all m micro-batches (tokens and targets:
+    // m*B*T ints each, micro-batch i at i*B*T) instead of its forward/backward
+    // loop, and prints the mean loss it returns. micro_begin is not called.
+    float (*run_micro_batches)(GPT *g, const int *tokens, const int *targets, int B, int T,
+                               int m, void *arg);
     // The whole model's weights into host memory `out`, gpt_num_params(&g->cfg)
     // floats in the single-process layout (every rank calls it).
     void (*gather_params)(GPT *g, float *out, void *arg);

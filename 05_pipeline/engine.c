@@ -1,0 +1,120 @@
+// engine.c — runs this rank's list of actions (schedule.h), for one step.
+//
+// The engine knows nothing of GPipe or 1F1B: it walks the list and does each
+// action (engine_step.c). Receives and sends are posted and left in flight; a
+// forward waits for its input, a backward for its gradient, and while a rank
+// waits for one message every other message of the step keeps moving
+// (comm_wait_first): a send to a neighbour that is itself waiting must not stall.
+// What each (micro-batch, chunk) holds between its actions is its slot: its
+// activations (from its receive or forward until its backward) and its gradient
+// message (from its receive or backward until its send has left).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ops.h"
+#include "pipe.h"
+#include "timer.h"
+
+PPSlot *pipe_slot(Pipe *P, int mb, int chunk) { return &P->slots[(size_t)mb * P->v + chunk]; }
+
+int pipe_peer(const Pipe *P, int chunk, int next) {
+    int k = pp_vstage(P->S, P->pp->rank, chunk) + (next ? 1 : -1), rank, c;
+    pp_where(P->S, k, &rank, &c);
+    return rank;
+}
+
+size_t pipe_stream_bytes(const Pipe *P) {
+    return (size_t)P->B * P->T * P->model[0]->cfg.n_embd * sizeof(float);
+}
+
+// Where every request of the step still in flight is kept (the slots' fields),
+// `first` first; *n of them.
+static CommRequest ***in_flight(Pipe *P, CommRequest **first, int *n) {
+    size_t cells = (size_t)P->m * P->v;
+    CommRequest ***all = malloc((4 * cells + 1) * sizeof *all);
+    CHECK(all, "out of memory");
+    *n = 0;
+    if (first) all[(*n)++] = first;
+    for (size_t i = 0; i < cells; i++) {
+        PPSlot *x = &P->slots[i];
+        CommRequest **r[4] = {&x->recv_act, &x->send_act, &x->recv_grad, &x->send_grad};
+        for (int k = 0; k < 4; k++)
+            if (*r[k] && r[k] != first) all[(*n)++] = r[k];
+    }
+    return all;
+}
+
+// A gradient whose send has left frees its buffer.
+static void reap_sends(Pipe *P) {
+    for (size_t i = 0; i < (size_t)P->m * P->v; i++) {
+        PPSlot *x = &P->slots[i];
+        if (!x->send_grad || !comm_test(P->comm, x->send_grad)) continue;
+        comm_wait(P->comm, &x->send_grad, 1);
+        x->send_grad = NULL;
+        GPT *g = P->model[i % P->v];
+        mem_free(g->ctx, MEM_COMM, x->grad, pipe_stream_bytes(P));
+        x->grad = NULL;
+    }
+}
+
+void pipe_wait(Pipe *P, CommRequest **r) {
+    double t0 = now_seconds();
+    int n;
+    CommRequest ***where = in_flight(P, r, &n);
+    CommRequest **reqs = malloc((size_t)n * sizeof *reqs);
+    CHECK(reqs, "out of memory");
+    for (int i = 0; i < n; i++) reqs[i] = *where[i];
+    comm_wait_first(P->comm, reqs, n);  // frees *r only; the others stay in flight
+    *r = NULL;
+    free(reqs);
+    free(where);
+    reap_sends(P);
+    if (P->tl) timeline_span(P->tl, TL_WAIT, "wait", t0, now_seconds());
+}
+
+float pipe_run(Pipe *P, const int *tokens, const int *targets) {
+    const PPSchedule *S = P->S;
+    int s = P->pp->rank;
+    P->slots = calloc((size_t)P->m * P->v, sizeof *P->slots);
+    CHECK(P->slots, "out of memory");
+    P->loss_sum = 0;
+    for (int c = 0; c < P->v; c++) gpt_zero_grad(P->model[c]);
+    for (int i = 0; i < S->n[s]; i++) {
+        const PPAction *a = &S->acts[s][i];
+        double t0 = now_seconds();
+        pipe_step(P, a, tokens, targets);
+        if (P->tl && (a->op == PP_FORWARD || a->op == PP_BACKWARD)) {
+            char name[32];  // "F3", "B3"; with chunks "F3.1"
+            int k = snprintf(name, sizeof name, "%c%d", a->op == PP_FORWARD ? 'F' : 'B', a->mb);
+            if (P->v > 1) snprintf(name + k, sizeof name - k, ".%d", a->chunk);
+            timeline_span(P->tl, TL_COMPUTE, name, t0, now_seconds());
+        }
+    }
+    // The sends still in flight, then nothing may be left.
+    int n;
+    CommRequest ***where = in_flight(P, NULL, &n);
+    CommRequest **reqs = malloc((size_t)n * sizeof *reqs + 1);
+    CHECK(reqs, "out of memory");
+    for (int i = 0; i < n; i++) reqs[i] = *where[i], *where[i] = NULL;
+    comm_wait(P->comm, reqs, n);
+    free(reqs);
+    free(where);
+    for (size_t i = 0; i < (size_t)P->m * P->v; i++) {
+        PPSlot *x = &P->slots[i];
+        GPT *g = P->model[i % P->v];
+        CHECK(!x->acts.buffer, "micro-batch %zu (chunk %zu) still holds activations after the "
+              "step: its backward never ran", i / P->v, i % P->v);
+        if (x->grad) mem_free(g->ctx, MEM_COMM, x->grad, pipe_stream_bytes(P));
+    }
+    free(P->slots);
+    P->slots = NULL;
+    // The loss lives on the last stage; every rank reports it.
+    double loss = P->loss_sum / P->m;
+    int last_rank, last_chunk;
+    pp_where(S, S->p * S->v - 1, &last_rank, &last_chunk);
+    if (s != last_rank) loss = 0;
+    if (P->pp->size > 1) allreduce(P->comm, P->pp, &loss, 1, DT_F64, ALGO_RING);
+    return (float)loss;
+}

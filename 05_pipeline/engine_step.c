@@ -1,0 +1,74 @@
+// engine_step.c — one action of the schedule (the engine's inner step).
+//
+// pipe_run (engine.c) calls this for each action of this rank's list, in order.
+// The slot of (micro-batch, chunk) carries what the actions pass each other: the
+// activations (slot->acts: allocated by the receive of the input, or by the
+// forward on the first stage; freed by the backward) and the gradient message
+// (slot->grad: allocated by its receive, or by the backward on the last stage;
+// sent to the previous stage, or dropped on the first).
+#include "ops.h"
+#include "pipe.h"
+
+// The activations of this micro-batch for chunk g, with its token ids.
+static void activations_for(Pipe *P, PPSlot *x, GPT *g, const int *tokens, const int *targets) {
+    gpt_acts_alloc(g, &x->acts, P->B, P->T);
+    g->acts = x->acts;
+    gpt_set_batch(g, tokens, targets, P->B, P->T);
+}
+
+void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets) {
+    int c = a->chunk, s = P->pp->rank, B = P->B, T = P->T;
+    int first = pp_is_first(P->S, s, c), last = pp_is_last(P->S, s, c);
+    GPT *g = P->model[c];
+    PPSlot *x = pipe_slot(P, a->mb, c);
+    size_t bytes = pipe_stream_bytes(P), off = (size_t)a->mb * B * T;
+    switch (a->op) {
+    case PP_RECV_ACT:  // post the receive of the input straight into the activations
+        activations_for(P, x, g, tokens + off, targets + off);
+        x->recv_act = comm_irecv(P->comm, P->pp, pipe_peer(P, c, 0), x->acts.encoded, bytes,
+                                 RECV_COPY, DT_F32);
+        break;
+    case PP_FORWARD:
+        if (!x->acts.buffer) activations_for(P, x, g, tokens + off, targets + off);
+        if (x->recv_act) pipe_wait(P, &x->recv_act);
+        g->acts = x->acts;
+        g->last_B = B;
+        g->last_T = T;
+        if (first) gpt_embed_forward(g, B, T);
+        gpt_blocks_forward(g, g->acts.encoded, g->l0, g->l1, B, T);
+        if (last) P->loss_sum += gpt_head_forward(g, gpt_layer_output(g, g->l1 - 1), B, T, 1);
+        break;
+    case PP_SEND_ACT:  // the chunk's output stays in its activations until its backward
+        x->send_act = comm_isend(P->comm, P->pp, pipe_peer(P, c, 1),
+                                 x->acts.layers[g->l1 - 1].res_mlp, bytes);
+        break;
+    case PP_RECV_GRAD:
+        x->grad = mem_alloc(g->ctx, MEM_COMM, bytes);
+        x->recv_grad = comm_irecv(P->comm, P->pp, pipe_peer(P, c, 1), x->grad, bytes, RECV_COPY,
+                                  DT_F32);
+        break;
+    case PP_BACKWARD:
+        if (x->recv_grad) pipe_wait(P, &x->recv_grad);
+        g->acts = x->acts;
+        if (last) {  // the loss of this micro-batch is 1/m of the step's
+            x->grad = mem_alloc(g->ctx, MEM_COMM, bytes);
+            gpt_head_backward(g, gpt_layer_output(g, g->l1 - 1), x->grad, 1.0f / P->m, B, T);
+        }
+        gpt_blocks_backward(g, g->acts.encoded, x->grad, g->l0, g->l1, B, T);
+        if (first) {
+            gpt_embed_backward(g, x->grad, B, T);
+            mem_free(g->ctx, MEM_COMM, x->grad, bytes);
+            x->grad = NULL;
+        }
+        // Its output must have left before its activations go.
+        if (x->send_act) pipe_wait(P, &x->send_act);
+        gpt_acts_free(g, &x->acts);
+        g->acts = x->acts;
+        break;
+    case PP_SEND_GRAD:
+        x->send_grad = comm_isend(P->comm, P->pp, pipe_peer(P, c, 0), x->grad, bytes);
+        break;
+    default:
+        break;
+    }
+}

@@ -1,0 +1,77 @@
+// pipe.h — pipeline parallelism: the model's layers cut into stages, one rank
+// each, and a schedule (schedule.h) that moves m micro-batches through them.
+//
+//   schedule.c, sched_1f1b.c, sched_interleaved.c   the schedules, as data
+//   checker.c        proves a schedule sound before it runs
+//   engine.c         runs this rank's list of actions; engine_step.c, one action
+//   pipe_model.c     the stages' models, the tied embedding, the step, gathering
+//   pp_train.c       the driver
+#pragma once
+#include "collectives.h"
+#include "ddp.h"
+#include "model.h"
+#include "optim.h"
+#include "schedule.h"
+#include "timeline.h"
+#include "trainer.h"
+
+#define PP_MAX_CHUNKS 8
+
+// What the engine keeps of one (micro-batch, chunk) between its actions.
+typedef struct {
+    GPTActs acts;           // its activations (allocated at its receive or forward)
+    CommRequest *recv_act;  // the input's receive, until the forward waits for it
+    CommRequest *send_act;  // the output's send, until the backward frees the activations
+    float *grad;            // (N, C) the gradient at the chunk's output, then at its input
+    CommRequest *recv_grad, *send_grad;
+} PPSlot;
+
+typedef struct {
+    Comm *comm;
+    Group *pp, *dp;         // the pipeline group (member s = stage s) and data parallelism
+    Algo algo;
+    const PPSchedule *S;    // checked (sched_check) before the first step
+    int v;                  // model chunks on this rank
+    GPT *model[PP_MAX_CHUNKS];  // chunk c's model: chunk 0 is the trainer's GPT,
+    GPT extra[PP_MAX_CHUNKS];   // the others live here
+    AdamW opt[PP_MAX_CHUNKS];
+    DDP ddp[PP_MAX_CHUNKS];
+    int B, T, m;
+    PPSlot *slots;          // [mb * v + chunk] during a step
+    double loss_sum;        // over the micro-batches (the last stage's)
+    Timeline *tl;           // the spans of every action (may be disabled)
+    TrainStrategy strategy;
+} Pipe;
+
+// Layers of virtual stage k of K: consecutive, as even as they can be (the
+// first L mod K stages one more). Needs L >= K.
+void pp_layers(int L, int K, int k, int *l0, int *l1);
+// NULL if the model can be cut into pp x chunks stages, else a message naming the flags.
+const char *pp_error(const GPTConfig *c, int pp, int chunks, char *buf, size_t n);
+
+// Sets up the strategy for this rank's stage: build (the trainer's), then the
+// engine runs S each step. S must outlive the Pipe.
+void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, Algo algo, const PPSchedule *S,
+               Timeline *tl);
+
+// The engine (engine.c): runs this rank's actions for one step of m micro-batches
+// (tokens/targets: m*B*T each); returns the mean loss (on every rank of the pipeline).
+float pipe_run(Pipe *P, const int *tokens, const int *targets);
+// One action (engine_step.c).
+void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets);
+// Helpers the step uses (engine.c): wait for one request while moving every
+// other request of the step along; the chunk's model and its neighbours.
+void pipe_wait(Pipe *P, CommRequest **r);
+int pipe_peer(const Pipe *P, int chunk, int next);   // pp-group member of the next/previous stage
+size_t pipe_stream_bytes(const Pipe *P);            // an activation or gradient message
+PPSlot *pipe_slot(Pipe *P, int mb, int chunk);
+
+// The tied embedding (pipe_model.c): the first stage's wte and the last stage's
+// copy get the sum of both gradients, so they stay equal (Megatron's embedding group).
+void pipe_sync_embedding(Pipe *P);
+// Both, then the mean over the data-parallel replicas: the gradients of the step.
+void pipe_reduce_grads(Pipe *P);
+// The global gradient norm over the pipeline (every tensor counted once).
+double pipe_grad_norm(Pipe *P);
+// The whole model's weights (or gradients) in the single-process layout, on every rank.
+void pipe_gather(Pipe *P, int grads, float *out);

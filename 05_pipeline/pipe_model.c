@@ -1,0 +1,181 @@
+// pipe_model.c — a pipeline stage's models, the tied embedding, the optimizer
+// step and the whole model gathered back.
+//
+// Rank s holds chunks c = 0..v-1, virtual stages k = c·p + s of K = p·v; each
+// chunk is a GPT of its own (common/model.h's GPTPart: its layers, the embedding
+// on virtual stage 0, the head on K-1), with its own gradients and AdamW state,
+// and its weights are the single-process model's (gpt_initial_params).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ops.h"
+#include "pipe.h"
+
+void pp_layers(int L, int K, int k, int *l0, int *l1) {
+    int base = L / K, extra = L % K;
+    *l0 = k * base + (k < extra ? k : extra);
+    *l1 = *l0 + base + (k < extra);
+}
+
+const char *pp_error(const GPTConfig *c, int pp, int chunks, char *buf, size_t n) {
+    if (pp < 1 || chunks < 1 || chunks > PP_MAX_CHUNKS)
+        snprintf(buf, n, "--pp must be at least 1 and --chunks 1..%d (got %d, %d)", PP_MAX_CHUNKS,
+                 pp, chunks);
+    else if (c->n_layer < pp * chunks)
+        snprintf(buf, n, "--pp %d x --chunks %d = %d stages need at least as many --layers (got %d)",
+                 pp, chunks, pp * chunks, c->n_layer);
+    else return NULL;
+    return buf;
+}
+
+// The first virtual stage's wte and the last's copy: the first stage counts it in
+// the norm and the gathered model, the copy does not.
+static int is_wte_copy(const Pipe *P, int c, int slice) {
+    int s = P->pp->rank;
+    return slice == 0 && P->S->p * P->v > 1 && pp_is_last(P->S, s, c) && !pp_is_first(P->S, s, c);
+}
+
+// ---------------------------------------------------------------- the strategy
+
+static void pipe_build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, const AdamWConfig *oc,
+                       void *arg) {
+    Pipe *P = arg;
+    int s = P->pp->rank, K = P->S->p * P->v;
+    for (int c = 0; c < P->v; c++) {
+        int k = pp_vstage(P->S, s, c), l0, l1;
+        pp_layers(cfg->n_layer, K, k, &l0, &l1);
+        GPTPart part = {1, 0, l0, l1, k == 0, k == K - 1};
+        GPT *m = P->model[c] = c == 0 ? g : &P->extra[c];
+        gpt_init_part(m, ctx, cfg, seed, &part);
+        gpt_alloc_grads(m);
+        adamw_init(&P->opt[c], m, oc, 0, m->n_params);
+        ddp_init(&P->ddp[c], P->comm, P->dp, P->algo);
+    }
+}
+
+static float pipe_micro_batches(GPT *g, const int *tokens, const int *targets, int B, int T, int m,
+                                void *arg) {
+    (void)g;
+    Pipe *P = arg;
+    CHECK(m == P->S->m, "the schedule is for %d micro-batches, the step has %d (--grad-accum)",
+          P->S->m, m);
+    if (!P->model[0]->work_buffer) {  // the first step: the workspace, for this micro-batch size
+        P->B = B;
+        P->T = T;
+        for (int c = 0; c < P->v; c++) gpt_alloc_workspace(P->model[c], B, T);
+    }
+    CHECK(B == P->B && T == P->T, "micro-batches of %dx%d, the pipeline was set up for %dx%d", B,
+          T, P->B, P->T);
+    return pipe_run(P, tokens, targets);
+}
+
+void pipe_reduce_grads(Pipe *P) {
+    pipe_sync_embedding(P);
+    for (int c = 0; c < P->v; c++)
+        if (P->dp->size > 1) ddp_sync_grads(&P->ddp[c], P->model[c]);
+}
+
+static double pipe_optimizer_step(GPT *g, void *arg) {
+    (void)g;
+    Pipe *P = arg;
+    pipe_reduce_grads(P);
+    double norm = pipe_grad_norm(P);
+    for (int c = 0; c < P->v; c++) adamw_step(&P->opt[c], P->model[c], norm);
+    return norm;
+}
+
+static void pipe_gather_params(GPT *g, float *out, void *arg) {
+    (void)g;
+    pipe_gather(arg, 0, out);
+}
+
+static void pipe_destroy(GPT *g, void *arg) {
+    (void)g;
+    Pipe *P = arg;
+    for (int c = P->v - 1; c >= 0; c--) {
+        adamw_free(&P->opt[c], P->model[c]);
+        ddp_free(&P->ddp[c], P->model[c]);
+        if (c > 0) gpt_free(P->model[c]);  // chunk 0 is the trainer's to free
+    }
+}
+
+void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, Algo algo, const PPSchedule *S,
+               Timeline *tl) {
+    memset(P, 0, sizeof *P);
+    P->comm = c;
+    P->pp = pp;
+    P->dp = dp;
+    P->algo = algo;
+    P->S = S;
+    P->v = S->v;
+    P->m = S->m;
+    P->tl = tl;
+    CHECK(pp->size == S->p, "a schedule for %d stages on a pipeline group of %d", S->p, pp->size);
+    P->strategy = (TrainStrategy){.build = pipe_build, .run_micro_batches = pipe_micro_batches,
+                                  .step = pipe_optimizer_step,
+                                  .gather_params = pipe_gather_params, .destroy = pipe_destroy,
+                                  .arg = P};
+}
+
+// ---------------------------------------------------------------- the tied embedding
+
+void pipe_sync_embedding(Pipe *P) {
+    const PPSchedule *S = P->S;
+    int s = P->pp->rank, K = S->p * S->v, first_rank, first_chunk, last_rank, last_chunk;
+    if (K == 1) return;  // one model holds wte once
+    pp_where(S, 0, &first_rank, &first_chunk);
+    pp_where(S, K - 1, &last_rank, &last_chunk);
+    if (s != first_rank && s != last_rank) return;
+    GPT *g = P->model[s == first_rank ? first_chunk : last_chunk];
+    Ctx *ctx = g->ctx;
+    const ParamSlice *wte = &g->slices[0];
+    size_t bytes = wte->numel * sizeof(float);
+    // Each side sends its own gradient and adds the other's: a + b on one side,
+    // b + a on the other, the same bits (float addition commutes).
+    float *mine = malloc(bytes), *sum = malloc(bytes);
+    CHECK(mine && sum, "out of host memory for the embedding's gradient");
+    ctx->ops->to_host(ctx, mine, g->grads + wte->offset, bytes);
+    memcpy(sum, mine, bytes);
+    int other = s == first_rank ? last_rank : first_rank;
+    CommRequest *r[2] = {comm_isend(P->comm, P->pp, other, mine, bytes),
+                         comm_irecv(P->comm, P->pp, other, sum, bytes, RECV_SUM, DT_F32)};
+    comm_wait(P->comm, r, 2);
+    ctx->ops->to_device(ctx, g->grads + wte->offset, sum, bytes);
+    free(mine);
+    free(sum);
+}
+
+double pipe_grad_norm(Pipe *P) {
+    double sq = 0;
+    for (int c = 0; c < P->v; c++) {
+        GPT *g = P->model[c];
+        for (int i = 0; i < g->n_slices; i++)
+            if (g->slices[i].numel && !is_wte_copy(P, c, i))
+                sq += g->ctx->ops->sum_squares(g->ctx, g->grads + g->slices[i].offset,
+                                               g->slices[i].numel);
+    }
+    if (P->pp->size > 1) allreduce(P->comm, P->pp, &sq, 1, DT_F64, ALGO_RING);
+    return sqrt(sq);
+}
+
+void pipe_gather(Pipe *P, int grads, float *out) {
+    GPT *g0 = P->model[0];
+    size_t n = gpt_num_params(&g0->cfg);
+    memset(out, 0, n * sizeof(float));
+    // Every tensor is held by one chunk of one rank (the wte copy aside): each
+    // writes its own, and a sum over the pipeline (adding zeros: exact) assembles them.
+    for (int c = 0; c < P->v; c++) {
+        GPT *g = P->model[c];
+        const float *src = grads ? g->grads : g->params;
+        for (int i = 0; i < g->n_slices; i++) {
+            const ParamSlice *sl = &g->slices[i];
+            if (sl->numel && !is_wte_copy(P, c, i))
+                g->ctx->ops->to_host(g->ctx, out + sl->goffset, src + sl->offset,
+                                     sl->numel * sizeof(float));
+        }
+    }
+    if (P->pp->size > 1) allreduce(P->comm, P->pp, out, n, DT_F32, ALGO_RING);
+}

@@ -1,0 +1,26 @@
+# 05_pipeline/stage.mk — pipeline schedules as data, the checker, the engine; tests
+# and benchmark.
+#
+#   make stage-5     tests, the demo, the sweeps and Gantt charts into $(RESULTS)/05_pipeline/
+#   make grade-5     the same tests against 05_pipeline/exercises/ (PART=name)
+S05 := 05_pipeline
+# sched_1f1b.c, sched_interleaved.c and engine_step.c are the exercises (EX=1 swaps
+# them). The collectives and DDP come from stage 02's reference.
+S05_OBJS := $(call stage_obj,$(S05)/sched_1f1b.c $(S05)/sched_interleaved.c $(S05)/engine_step.c) \
+            $(patsubst %,$(BUILD)/$(S05)/%.o,schedule checker engine pipe_model) \
+            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o \
+            $(BUILD)/$(S02)/baseline_mpi.o
+S05_BINS := $(BUILD)/tests/test_pp
+BINS += $(S05_BINS)
+
+$(BUILD)/$(S05)/%.o: CFLAGS += -I$(S02) -I$(S05)
+$(BUILD)/tests/test_pp.o: CFLAGS += -I$(S02) -I$(S05)
+$(filter $(BUILD)/$(S05)/%,$(S05_OBJS)) $(BUILD)/tests/test_pp.o: $(wildcard $(S05)/*.h) \
+  $(wildcard $(S02)/*.h)
+
+$(BUILD)/tests/test_pp: $(BUILD)/tests/test_pp.o $(S05_OBJS) $(CORE_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+.PHONY: stage-5
+stage-5: all
+	@BUILD=$(BUILD) bash tests/run.sh stage05

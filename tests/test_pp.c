@@ -1,0 +1,295 @@
+// test_pp.c — stage 05: schedules, the checker, and the pipeline against one process.
+//
+//   test_pp --np 4 --schedule 1f1b          every m = 1..8 on 4 stages
+//   test_pp --np 2 --schedule interleaved   2 chunks per rank, m = 2, 4, 6, 8
+//   test_pp --checker                       the checker on sound and broken schedules (1 rank)
+//
+// The model: L=8 C=32 NH=4 T=8 V=61, micro-batches of B=2; 8 layers over 3 stages
+// split 3, 3, 2 (uneven). The single process trains on the same m micro-batches
+// with gradient accumulation.
+//
+// pp.equiv.S.pP.mM    the mean loss of the step is bitwise one process's; every
+//                     gradient but wte's bitwise (the same ops, in the same order, on
+//                     the same data: a stage computes its layers whole); wte within
+//                     1e-6 relative (its two halves, the embedding's and the LM
+//                     head's, are summed per stage first: another order of the same
+//                     additions); the weights after 5 AdamW steps within 1e-5 relative
+//                     (what wte's rounding becomes through 5 steps).
+// pp.memory.S.pP.mM   every rank's activation ledger = its most micro-batches in
+//                     flight x one micro-batch's activations of its layers; in flight:
+//                     GPipe m, 1F1B min(p - s, m).
+// pp.tied.S.pP.mM     the first stage's wte and the last stage's copy bitwise equal
+//                     after training.
+// pp.check.*          sound schedules pass; a missing receive, two sends swapped and
+//                     a wait cycle are refused, each named.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "flags.h"
+#include "harness.h"
+#include "ops.h"
+#include "pipe.h"
+#include "rng.h"
+
+#define SEED 11
+#define STEPS 5
+#define B 2
+
+static GPTConfig test_config(void) { return (GPTConfig){8, 32, 4, 8, 61}; }
+
+typedef struct { double err; int bad; char detail[200]; } Verdict;
+
+static void report(TestState *ts, Comm *c, const char *name, Verdict mine, double tol,
+                   const char *what) {
+    const Group *w = comm_world(c);
+    if (w->rank != 0) {
+        comm_send(c, w, 0, &mine, sizeof mine);
+        return;
+    }
+    Verdict worst = mine;
+    int at = 0;
+    for (int q = 1; q < w->size; q++) {
+        Verdict v;
+        comm_recv(c, w, q, &v, sizeof v);
+        if (v.bad > worst.bad || (v.bad == worst.bad && !(v.err <= worst.err))) worst = v, at = q;
+    }
+    test_report(ts, worst.bad == 0 && worst.err <= tol, name, "%s; worst on rank %d: %s", what, at,
+                worst.detail);
+}
+
+// ---------------------------------------------------------------- the checker
+
+static void expect_refused(TestState *ts, PPSchedule *S, const char *name, const char *pattern) {
+    char err[512];
+    int rc = sched_check(S, err, sizeof err);
+    test_report(ts, rc != 0 && strstr(err, pattern), name, "%s", rc ? err : "accepted");
+}
+
+static void test_checker(TestState *ts) {
+    char err[512];
+    int bad = 0, count = 0;
+    for (int k = 0; k < SCHED_COUNT; k++)
+        for (int p = 1; p <= 4; p++)
+            for (int m = 1; m <= 8; m++)
+                for (int v = 1; v <= 2; v++) {
+                    PPSchedule *S = sched_build((SchedKind)k, p, m, v, err, sizeof err);
+                    if (!S) continue;
+                    count++;
+                    if (sched_check(S, err, sizeof err)) {
+                        bad++;
+                        printf("  %s p%d m%d v%d refused: %s\n", sched_name(k), p, m, v, err);
+                    }
+                    sched_free(S);
+                }
+    test_report(ts, bad == 0, "pp.check.generated_sound", "%d schedules (gpipe, 1f1b, "
+                "interleaved; p 1-4, m 1-8): %d refused", count, bad);
+    // A missing receive: rank 1 of 1F1B (p 2, m 4) loses its third activation receive.
+    PPSchedule *S = sched_build(SCHED_1F1B, 2, 4, 1, err, sizeof err);
+    for (int i = 0, seen = 0; i < S->n[1]; i++)
+        if (S->acts[1][i].op == PP_RECV_ACT && ++seen == 3) {
+            memmove(&S->acts[1][i], &S->acts[1][i + 1], (S->n[1] - i - 1) * sizeof(PPAction));
+            S->n[1]--;
+            break;
+        }
+    expect_refused(ts, S, "pp.check.rejects.missing_receive", "before any receive of its input");
+    sched_free(S);
+    // Two messages swapped: rank 0 runs micro-batch 1's forward (and sends it)
+    // before micro-batch 0's; rank 1 expects 0 first.
+    S = sched_build(SCHED_GPIPE, 2, 4, 1, err, sizeof err);
+    PPAction first3[3];
+    memcpy(first3, &S->acts[0][0], sizeof first3);                 // F0 S0
+    memmove(&S->acts[0][0], &S->acts[0][2], 2 * sizeof(PPAction));  // F1 S1 first
+    memcpy(&S->acts[0][2], first3, 2 * sizeof(PPAction));
+    expect_refused(ts, S, "pp.check.rejects.swapped_sends", "arrive in the order they were sent");
+    sched_free(S);
+    // A wait cycle: rank 1 runs both forwards before any backward, while rank 0
+    // waits for micro-batch 0's gradient before sending micro-batch 1's activation.
+    S = calloc(1, sizeof *S);
+    S->name = "hand-made";
+    S->p = 2;
+    S->m = 2;
+    S->v = 1;
+    for (int mb = 0; mb < 2; mb++) {
+        pp_forward_with(S, 0, mb, 0);
+        pp_backward_with(S, 0, mb, 0);
+    }
+    for (int mb = 0; mb < 2; mb++) pp_forward_with(S, 1, mb, 0);
+    for (int mb = 0; mb < 2; mb++) pp_backward_with(S, 1, mb, 0);
+    expect_refused(ts, S, "pp.check.rejects.wait_cycle", "deadlock");
+    sched_free(S);
+    // Layouts the generators refuse, naming the flags.
+    S = sched_build(SCHED_INTERLEAVED, 2, 3, 2, err, sizeof err);
+    test_report(ts, !S && strstr(err, "--micro-batches") && strstr(err, "--pp"),
+                "pp.check.rejects.interleaved_m", "%s", S ? "accepted" : err);
+    sched_free(S);
+}
+
+// ---------------------------------------------------------------- against one process
+
+// Step t's m micro-batches of B x T (tokens, targets).
+static void batches(int m, int T, int V, int step, int *tok, int *tgt) {
+    Rng r;
+    rng_seed(&r, 500 + (uint64_t)step);
+    for (int i = 0; i < m * B * T; i++) {
+        tok[i] = (int)rng_below(&r, (uint32_t)V);
+        tgt[i] = (int)rng_below(&r, (uint32_t)V);
+    }
+}
+
+static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, SchedKind kind, int m, int v) {
+    GPTConfig cfg = test_config();
+    int p = ppg->size, s = ppg->rank, T = cfg.seq_len, V = cfg.vocab;
+    char err[512], tag[64], name[128];
+    snprintf(tag, sizeof tag, "%s.p%d.m%d", sched_name(kind), p, m);
+    PPSchedule *S = sched_build(kind, p, m, v, err, sizeof err);
+    CHECK(S, "%s", err);
+    CHECK(sched_check(S, err, sizeof err) == 0, "%s: %s", tag, err);
+    AdamWConfig oc = adamw_default_config();
+    oc.lr = 1e-3f;
+    // The single process.
+    Ctx rctx;
+    ctx_init(&rctx, DEV_CPU, 1, 0);
+    GPT ref;
+    gpt_init(&ref, &rctx, &cfg, SEED);
+    gpt_alloc_grads(&ref);
+    gpt_alloc_acts(&ref, B, T);
+    AdamW ropt;
+    adamw_init(&ropt, &ref, &oc, 0, ref.n_params);
+    // The pipeline.
+    Ctx ctx;
+    ctx_init(&ctx, DEV_CPU, 1, 0);
+    Pipe P;
+    pipe_init(&P, c, ppg, dpg, ALGO_RING, S, NULL);
+    GPT g;
+    P.strategy.build(&g, &ctx, &cfg, SEED, &oc, &P);
+    size_t n = gpt_num_params(&cfg);
+    float *whole = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    int *tok = malloc(sizeof(int) * m * B * T), *tgt = malloc(sizeof(int) * m * B * T);
+    CHECK(whole && want && tok && tgt, "out of memory");
+    Verdict v1 = {0};
+    for (int step = 0; step < STEPS; step++) {
+        batches(m, T, V, step, tok, tgt);
+        gpt_zero_grad(&ref);
+        double rloss = 0;
+        for (int mb = 0; mb < m; mb++) {
+            rloss += gpt_forward(&ref, tok + (size_t)mb * B * T, tgt + (size_t)mb * B * T, B, T);
+            gpt_backward(&ref, 1.0f / m);
+        }
+        float want_loss = (float)(rloss / m);
+        float loss = P.strategy.run_micro_batches(&g, tok, tgt, B, T, m, &P);
+        pipe_reduce_grads(&P);  // the step's gradients, as the strategy's step makes them
+        if (step == 0) {
+            pipe_gather(&P, 1, whole);
+            int diff = 0;
+            const ParamSlice *wte = &ref.slices[0];
+            for (size_t i = wte->numel; i < n; i++) diff += memcmp(&whole[i], &ref.grads[i], 4) != 0;
+            double ew = rel_error(whole, ref.grads, wte->numel);
+            v1.bad = diff + (memcmp(&loss, &want_loss, sizeof loss) != 0);
+            v1.err = ew;
+            snprintf(v1.detail, sizeof v1.detail, "loss %.7f vs %.7f; %d gradients other than wte's "
+                     "differ; wte rel_err %.2e", loss, want_loss, diff, ew);
+        }
+        double norm = pipe_grad_norm(&P);
+        for (int ch = 0; ch < P.v; ch++) adamw_step(&P.opt[ch], P.model[ch], norm);
+        adamw_step(&ropt, &ref, grad_global_norm(&ref));
+    }
+    snprintf(name, sizeof name, "pp.equiv.%s", tag);
+    pipe_gather(&P, 0, whole);
+    double ew = rel_error(whole, ref.params, n);
+    Verdict v2 = {.err = ew};
+    snprintf(v2.detail, sizeof v2.detail, "%.150s; weights after %d steps rel_err %.2e",
+             v1.detail, STEPS, ew);
+    v2.bad = v1.bad;
+    v2.err = fmax(v1.err / 1e-6, ew / 1e-5);  // both tolerances as one ratio <= 1
+    report(ts, c, name, v2, 1.0, "loss bitwise, gradients bitwise but wte (1e-6), weights 1e-5");
+
+    // pp.memory: the ledger's peak = in flight x one micro-batch's activations.
+    Verdict vm = {0};
+    if (v == 1) {
+        GPTActs one;
+        size_t before = ctx.ledger.current[MEM_ACTIVATIONS];
+        gpt_acts_alloc(P.model[0], &one, B, T);
+        size_t slot = ctx.ledger.current[MEM_ACTIVATIONS] - before;
+        gpt_acts_free(P.model[0], &one);
+        int inflight = sched_max_in_flight(S, s);
+        int want_inflight = kind == SCHED_GPIPE ? m : (p - s < m ? p - s : m);
+        size_t peak = ctx.ledger.peak[MEM_ACTIVATIONS];
+        vm.bad = (peak != (size_t)inflight * slot) + (inflight != want_inflight);
+        snprintf(vm.detail, sizeof vm.detail, "stage %d: peak %zu B = %d in flight (formula %d) x "
+                 "%zu B", s, peak, inflight, want_inflight, slot);
+        snprintf(name, sizeof name, "pp.memory.%s", tag);
+        report(ts, c, name, vm, 0, "activations = micro-batches in flight x one micro-batch's");
+    }
+
+    // pp.tied: the two copies of wte, bitwise.
+    Verdict vt = {0};
+    int K = p * v, fr, fc, lr, lc;
+    pp_where(S, 0, &fr, &fc);
+    pp_where(S, K - 1, &lr, &lc);
+    if (K > 1) {
+        size_t bytes = (size_t)cfg.vocab * cfg.n_embd * sizeof(float);  // wte, whole
+        float *theirs = malloc(bytes + 1);
+        if (s == lr) comm_send(c, ppg, fr, P.model[lc]->params, bytes);
+        if (s == fr) {
+            comm_recv(c, ppg, lr, theirs, bytes);
+            vt.bad = memcmp(theirs, P.model[fc]->params, bytes) != 0;
+        }
+        free(theirs);
+    }
+    snprintf(vt.detail, sizeof vt.detail, "%s", vt.bad ? "the two copies of wte differ"
+             : K > 1 ? "rank 0's wte = the last stage's copy" : "one stage: one wte");
+    snprintf(name, sizeof name, "pp.tied.%s", tag);
+    report(ts, c, name, vt, 0, "the tied embedding's two copies bitwise equal after training");
+
+    free(whole); free(want); free(tok); free(tgt);
+    P.strategy.destroy(&g, &P);
+    gpt_free(&g);
+    ctx_destroy(&ctx);
+    adamw_free(&ropt, &ref);
+    gpt_free(&ref);
+    ctx_destroy(&rctx);
+    sched_free(S);
+}
+
+int main(int argc, char **argv) {
+    int np = 1, checker = 0, chunks = 1;
+    const char *sched = "1f1b";
+    double timeout = 30;
+    Flag flags[] = {
+        F_INT("--np", &np, 1, COMM_MAX_RANKS, "pipeline stages (ranks)"),
+        F_CHOICE("--schedule", &sched, "gpipe|1f1b|interleaved", "the schedule"),
+        F_INT("--chunks", &chunks, 1, PP_MAX_CHUNKS, "model chunks per rank (interleaved)"),
+        F_BOOL("--checker", &checker, "test the checker only (one rank)"),
+        F_DOUBLE("--timeout", &timeout, 0.1, 3600, "seconds any wait may take"),
+    };
+    flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_pp [flags]",
+                "Checks stage 05's schedules and pipeline against one process.");
+    TestState ts = {0};
+    if (checker) {
+        test_checker(&ts);
+        return test_finish(&ts);
+    }
+    SchedKind kind;
+    sched_parse(sched, &kind);
+    if (kind == SCHED_INTERLEAVED && chunks < 2) chunks = 2;
+    CommConfig cc = {.np = np, .timeout_s = timeout};
+    Comm *c = comm_launch(&cc);
+    Group dpg, tpg, ppg;
+    comm_mesh(c, 1, 1, comm_size(c), &dpg, &tpg, &ppg);
+    int p = comm_size(c);
+    for (int m = 1; m <= 8; m++) {
+        if (kind == SCHED_INTERLEAVED && m % p) continue;
+        if (comm_rank(c) == 0) {
+            printf("PLAN pp.equiv.%s.p%d.m%d\nPLAN pp.tied.%s.p%d.m%d\n", sched, p, m, sched, p, m);
+            if (chunks == 1) printf("PLAN pp.memory.%s.p%d.m%d\n", sched, p, m);
+            fflush(stdout);
+        }
+        run_equiv(&ts, c, &ppg, &dpg, kind, m, chunks);
+    }
+    int rc = comm_rank(c) == 0 ? test_finish(&ts) : 0;
+    comm_finalize(c);
+    return rc;
+}
