@@ -51,10 +51,9 @@ int main(int argc, char **argv) {
     GPTConfig cfg;
     train_resolve(&a, &cfg);
     // Everything that can be wrong with the layout is said before any rank starts.
-    int world = np;
-    const char *ompi = getenv("OMPI_COMM_WORLD_SIZE"), *wsz = getenv("WORLD_SIZE");
-    if (ompi) world = atoi(ompi);
-    else if (wsz) world = atoi(wsz);
+    CommConfig cc = {.np = np, .timeout_s = timeout};
+    transport_parse(transport, &cc.transport);
+    int world = comm_planned_size(&cc);
     if (tp == 0) tp = world;
     if (world % tp) flags_fail("--tp %d does not divide the %d ranks (--np)", tp, world);
     char err[200];
@@ -64,8 +63,6 @@ int main(int argc, char **argv) {
     Device dev;
     device_parse(a.device, &dev);
     if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork
-    CommConfig cc = {.np = np, .timeout_s = timeout};
-    transport_parse(transport, &cc.transport);
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
     CHECK(comm_size(c) % tp == 0, "--tp %d does not divide the %d ranks", tp, comm_size(c));
     char conf[COMM_CONFIG_BYTES];

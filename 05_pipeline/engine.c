@@ -8,6 +8,7 @@
 // What each (micro-batch, chunk) holds between its actions is its slot: its
 // activations (from its receive or forward until its backward) and its gradient
 // message (from its receive or backward until its send has left).
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,11 @@ int pipe_peer(const Pipe *P, int chunk, int next) {
     return rank;
 }
 
+// The residual stream between stages: N rows of C, or this rank's N/t with SP.
 size_t pipe_stream_bytes(const Pipe *P) {
-    return (size_t)P->B * P->T * P->model[0]->cfg.n_embd * sizeof(float);
+    const GPT *g = P->model[0];
+    size_t rows = (size_t)P->B * P->T / (g->tp.sp ? g->tp.size : 1);
+    return rows * g->cfg.n_embd * sizeof(float);
 }
 
 // Where every request of the step still in flight is kept (the slots' fields),
@@ -80,9 +84,11 @@ float pipe_run(Pipe *P, const int *tokens, const int *targets) {
     P->slots = calloc((size_t)P->m * P->v, sizeof *P->slots);
     CHECK(P->slots, "out of memory");
     P->loss_sum = 0;
+    if (P->tl) timeline_clear(P->tl);  // the trace holds the last step
     for (int c = 0; c < P->v; c++) gpt_zero_grad(P->model[c]);
     for (int i = 0; i < S->n[s]; i++) {
         const PPAction *a = &S->acts[s][i];
+        if (i == P->kill_at) raise(SIGKILL);  // fault test: a rank dies mid-pipeline
         double t0 = now_seconds();
         pipe_step(P, a, tokens, targets);
         if (P->tl && (a->op == PP_FORWARD || a->op == PP_BACKWARD)) {
@@ -110,6 +116,7 @@ float pipe_run(Pipe *P, const int *tokens, const int *targets) {
     }
     free(P->slots);
     P->slots = NULL;
+    P->kill_at = -1;  // the first step only
     // The loss lives on the last stage; every rank reports it.
     double loss = P->loss_sum / P->m;
     int last_rank, last_chunk;

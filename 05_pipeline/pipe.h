@@ -13,6 +13,7 @@
 #include "optim.h"
 #include "schedule.h"
 #include "timeline.h"
+#include "tp.h"
 #include "trainer.h"
 
 #define PP_MAX_CHUNKS 8
@@ -29,6 +30,7 @@ typedef struct {
 typedef struct {
     Comm *comm;
     Group *pp, *dp;         // the pipeline group (member s = stage s) and data parallelism
+    TensorParallel *tp;     // stage 04 inside every stage (NULL: none)
     Algo algo;
     const PPSchedule *S;    // checked (sched_check) before the first step
     int v;                  // model chunks on this rank
@@ -40,6 +42,8 @@ typedef struct {
     PPSlot *slots;          // [mb * v + chunk] during a step
     double loss_sum;        // over the micro-batches (the last stage's)
     Timeline *tl;           // the spans of every action (may be disabled)
+    int kill_at;            // fault test: this rank dies (SIGKILL) at its action number
+                            // kill_at of the first step (-1: never)
     TrainStrategy strategy;
 } Pipe;
 
@@ -51,8 +55,9 @@ const char *pp_error(const GPTConfig *c, int pp, int chunks, char *buf, size_t n
 
 // Sets up the strategy for this rank's stage: build (the trainer's), then the
 // engine runs S each step. S must outlive the Pipe.
-void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, Algo algo, const PPSchedule *S,
-               Timeline *tl);
+// tp: tensor parallelism inside each stage (stage 04; NULL for none).
+void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, TensorParallel *tp, Algo algo,
+               const PPSchedule *S, Timeline *tl);
 
 // The engine (engine.c): runs this rank's actions for one step of m micro-batches
 // (tokens/targets: m*B*T each); returns the mean loss (on every rank of the pipeline).

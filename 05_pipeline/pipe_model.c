@@ -47,9 +47,11 @@ static void pipe_build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, co
     for (int c = 0; c < P->v; c++) {
         int k = pp_vstage(P->S, s, c), l0, l1;
         pp_layers(cfg->n_layer, K, k, &l0, &l1);
-        GPTPart part = {1, 0, l0, l1, k == 0, k == K - 1};
+        int t = P->tp ? P->tp->group->size : 1, r = P->tp ? P->tp->group->rank : 0;
+        GPTPart part = {t, r, l0, l1, k == 0, k == K - 1};
         GPT *m = P->model[c] = c == 0 ? g : &P->extra[c];
         gpt_init_part(m, ctx, cfg, seed, &part);
+        if (P->tp) tp_install(m, P->tp);
         gpt_alloc_grads(m);
         adamw_init(&P->opt[c], m, oc, 0, m->n_params);
         ddp_init(&P->ddp[c], P->comm, P->dp, P->algo);
@@ -74,6 +76,7 @@ static float pipe_micro_batches(GPT *g, const int *tokens, const int *targets, i
 
 void pipe_reduce_grads(Pipe *P) {
     pipe_sync_embedding(P);
+    for (int c = 0; c < P->v; c++) tp_reduce_norm_grads(P->model[c]);  // SP only
     for (int c = 0; c < P->v; c++)
         if (P->dp->size > 1) ddp_sync_grads(&P->ddp[c], P->model[c]);
 }
@@ -102,12 +105,14 @@ static void pipe_destroy(GPT *g, void *arg) {
     }
 }
 
-void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, Algo algo, const PPSchedule *S,
-               Timeline *tl) {
+void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, TensorParallel *tp, Algo algo,
+               const PPSchedule *S, Timeline *tl) {
     memset(P, 0, sizeof *P);
     P->comm = c;
     P->pp = pp;
     P->dp = dp;
+    P->tp = tp;
+    P->kill_at = -1;
     P->algo = algo;
     P->S = S;
     P->v = S->v;
@@ -152,11 +157,16 @@ double pipe_grad_norm(Pipe *P) {
     double sq = 0;
     for (int c = 0; c < P->v; c++) {
         GPT *g = P->model[c];
-        for (int i = 0; i < g->n_slices; i++)
-            if (g->slices[i].numel && !is_wte_copy(P, c, i))
-                sq += g->ctx->ops->sum_squares(g->ctx, g->grads + g->slices[i].offset,
-                                               g->slices[i].numel);
+        for (int i = 0; i < g->n_slices; i++) {
+            const ParamSlice *sl = &g->slices[i];
+            // Once each: not the wte copy, and a tensor replicated over the
+            // tensor-parallel ranks on their member 0 only.
+            if (!sl->numel || is_wte_copy(P, c, i) || (sl->split == SPLIT_NONE && g->tp.rank))
+                continue;
+            sq += g->ctx->ops->sum_squares(g->ctx, g->grads + sl->offset, sl->numel);
+        }
     }
+    if (P->tp && P->tp->group->size > 1) allreduce(P->comm, P->tp->group, &sq, 1, DT_F64, ALGO_RING);
     if (P->pp->size > 1) allreduce(P->comm, P->pp, &sq, 1, DT_F64, ALGO_RING);
     return sqrt(sq);
 }
@@ -170,12 +180,17 @@ void pipe_gather(Pipe *P, int grads, float *out) {
     for (int c = 0; c < P->v; c++) {
         GPT *g = P->model[c];
         const float *src = grads ? g->grads : g->params;
-        for (int i = 0; i < g->n_slices; i++) {
-            const ParamSlice *sl = &g->slices[i];
-            if (sl->numel && !is_wte_copy(P, c, i))
+        if (P->tp) {
+            tp_gather(g, grads, out);  // the tensors this chunk holds, whole
+        } else {
+            for (int i = 0; i < g->n_slices; i++) {
+                const ParamSlice *sl = &g->slices[i];
                 g->ctx->ops->to_host(g->ctx, out + sl->goffset, src + sl->offset,
                                      sl->numel * sizeof(float));
+            }
         }
+        if (is_wte_copy(P, c, 0))
+            memset(out, 0, (size_t)g->slices[0].grows * g->slices[0].gcols * sizeof(float));
     }
     if (P->pp->size > 1) allreduce(P->comm, P->pp, out, n, DT_F32, ALGO_RING);
 }

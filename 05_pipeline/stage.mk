@@ -5,19 +5,23 @@
 #   make grade-5     the same tests against 05_pipeline/exercises/ (PART=name)
 S05 := 05_pipeline
 # sched_1f1b.c, sched_interleaved.c and engine_step.c are the exercises (EX=1 swaps
-# them). The collectives and DDP come from stage 02's reference.
+# them). The collectives and DDP come from stage 02's reference, tensor parallelism
+# from stage 04's (the references: this stage grades this stage's code).
 S05_OBJS := $(call stage_obj,$(S05)/sched_1f1b.c $(S05)/sched_interleaved.c $(S05)/engine_step.c) \
             $(patsubst %,$(BUILD)/$(S05)/%.o,schedule checker engine pipe_model) \
+            $(patsubst %,$(BUILD)/$(S04)/%.o,linear vocab_ce conjugate vocab_embed tp_model) \
             $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o \
             $(BUILD)/$(S02)/baseline_mpi.o
-S05_BINS := $(BUILD)/tests/test_pp
+S05_BINS := $(BUILD)/pp_train $(BUILD)/tests/test_pp
 BINS += $(S05_BINS)
 
-$(BUILD)/$(S05)/%.o: CFLAGS += -I$(S02) -I$(S05)
-$(BUILD)/tests/test_pp.o: CFLAGS += -I$(S02) -I$(S05)
-$(filter $(BUILD)/$(S05)/%,$(S05_OBJS)) $(BUILD)/tests/test_pp.o: $(wildcard $(S05)/*.h) \
-  $(wildcard $(S02)/*.h)
+$(BUILD)/$(S05)/%.o: CFLAGS += -I$(S02) -I$(S04) -I$(S05)
+$(BUILD)/tests/test_pp.o: CFLAGS += -I$(S02) -I$(S04) -I$(S05)
+$(filter $(BUILD)/$(S05)/%,$(S05_OBJS)) $(BUILD)/$(S05)/pp_train.o $(BUILD)/tests/test_pp.o: $(wildcard $(S05)/*.h) \
+  $(wildcard $(S04)/*.h) $(wildcard $(S02)/*.h)
 
+$(BUILD)/pp_train: $(BUILD)/$(S05)/pp_train.o $(S05_OBJS) $(CORE_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(BUILD)/tests/test_pp: $(BUILD)/tests/test_pp.o $(S05_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 

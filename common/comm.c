@@ -261,6 +261,13 @@ Comm *comm_launch(const CommConfig *cfg) {
     exit(status);
 }
 
+int comm_planned_size(const CommConfig *cfg) {
+    if (env("OMPI_COMM_WORLD_RANK")) return env_int("OMPI_COMM_WORLD_SIZE", 1);
+    if (env("PMI_RANK")) return env_int("PMI_SIZE", 1);
+    if (env("RANK")) return env_int("WORLD_SIZE", 1);
+    return cfg->np > 0 ? cfg->np : 1;
+}
+
 void comm_finalize(Comm *c) {
     if (!c) return;
     if (c->ops && c->ops->finalize) c->ops->finalize(c);

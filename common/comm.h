@@ -76,6 +76,10 @@ typedef struct {
 // Returns this rank's communicator (never NULL; a world of 1 when single).
 Comm *comm_launch(const CommConfig *cfg);
 void comm_finalize(Comm *c);
+// The number of ranks comm_launch will start, known before it: under mpirun or
+// torchrun from their environment, else cfg->np. Drivers check a layout (does
+// --tp divide the ranks?) with it before any rank exists.
+int comm_planned_size(const CommConfig *cfg);
 
 int comm_rank(const Comm *c);
 int comm_size(const Comm *c);

@@ -11,3 +11,88 @@ for p in 1 2 3 4; do
     for s in gpipe 1f1b; do run "pp-$s-p$p" "$BUILD/tests/test_pp" --np "$p" --schedule "$s" --timeout 20; done
 done
 for p in 2 4; do run "pp-interleaved-p$p" "$BUILD/tests/test_pp" --np "$p" --schedule interleaved --timeout 20; done
+# The meshes: DP x PP, TP x PP (with and without SP), and DP x TP x PP on 8 ranks,
+# against one process with dp x B rows per micro-batch (other summation orders:
+# loss 1e-5, gradients 1e-4, weights 1e-5 relative, as stage 04's tolerances).
+run pp-1f1b-p2-dp2 "$BUILD/tests/test_pp" --np 4 --dp 2 --schedule 1f1b --timeout 20
+run pp-1f1b-p2-t2 "$BUILD/tests/test_pp" --np 4 --tp 2 --schedule 1f1b --timeout 20
+run pp-gpipe-p2-t2-sp "$BUILD/tests/test_pp" --np 4 --tp 2 --sp --schedule gpipe --timeout 20
+run pp-1f1b-p2-t2-dp2 "$BUILD/tests/test_pp" --np 8 --tp 2 --dp 2 --schedule 1f1b --timeout 20
+run pp-interleaved-p2-t2-sp-dp2 "$BUILD/tests/test_pp" --np 8 --tp 2 --sp --dp 2 --schedule interleaved --timeout 20
+
+export S5_DIR="$log/stage05"
+mkdir -p "$S5_DIR"
+S5_MODEL="--layers 8 --width 32 --heads 4 --seq 8 --vocab 61"
+S5_TRAIN="--steps 4 --batch 2 --grad-accum 4 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1"
+export S5_MODEL S5_TRAIN
+
+# The driver (the trainer's loop, the pipeline strategy) ends where build/train
+# ends with the same global batch: 1e-5 (||a - b|| / ||b||; the tied wte's two
+# halves are summed in another order, which is all that differs without DP or TP).
+s5_driver() {  # s5_driver NAME NP [FLAGS...]
+    local name=$1 np=$2 f="$S5_DIR/$1" ref="$S5_DIR/ref"; shift 2
+    echo "PLAN pp.driver.$name"
+    [ -f "$ref.safetensors" ] || "$BUILD/train" $S5_MODEL $S5_TRAIN --save-params "$ref.safetensors" >"$ref.log" 2>&1
+    if "$BUILD/pp_train" --np "$np" --timeout 20 $S5_MODEL $S5_TRAIN "$@" \
+            --save-params "$f.safetensors" >"$f.log" 2>&1; then
+        "$BUILD/tests/compare_params" "$f.safetensors" "$ref.safetensors" 1e-5 "pp.driver.$name"
+    else
+        echo "FAIL pp.driver.$name  the run failed: $(grep -m1 -E 'error|killed' "$f.log" | cut -c1-300)"
+        tail -n 5 "$f.log"
+    fi
+}
+run pp-driver-1f1b s5_driver 1f1b.p4 4 --pp 4 --schedule 1f1b
+run pp-driver-interleaved s5_driver interleaved.p2 2 --pp 2 --schedule interleaved --chunks 2
+
+# A rank killed mid-pipeline: the launcher names it, its neighbour names what it
+# waited for, within the timeout, no hang.
+s5_kill() {
+    local out start rc elapsed
+    out=$(mktemp); start=$(date +%s)
+    "$BUILD/pp_train" --np 3 --pp 3 --schedule 1f1b $S5_MODEL $S5_TRAIN --kill-rank 1 --kill-at 5 \
+        --timeout 5 >"$out" 2>&1
+    rc=$?; elapsed=$(( $(date +%s) - start ))
+    if [ "$rc" -ne 0 ] && [ "$elapsed" -le 25 ] && grep -q "rank 1 (pid [0-9]*) was killed by signal 9" "$out" \
+            && grep -q "point-to-point" "$out"; then
+        echo "PASS pp.fault.killed_mid_pipeline  exit $rc after ${elapsed}s: $(grep -m1 'point-to-point' "$out" | cut -c1-200)"
+    else
+        echo "FAIL pp.fault.killed_mid_pipeline  exit $rc after ${elapsed}s; output: $(tail -n 4 "$out")"
+    fi
+    rm -f "$out"
+}
+run pp-fault-kill s5_kill
+
+# Bad layouts are refused before any rank starts, naming the flags.
+s5_refuse() {  # s5_refuse NAME PATTERN FLAGS...
+    local name=$1 pattern=$2 out rc; shift 2
+    out=$("$BUILD/pp_train" --steps 1 --peak-tflops 1 "$@" 2>&1); rc=$?
+    if [ "$rc" -eq 2 ] && echo "$out" | grep -q -- "$pattern" && ! echo "$out" | grep -q "model:"; then
+        echo "PASS pp.refuses.$name  exit 2: $(echo "$out" | grep -m1 -- "$pattern" | cut -c1-200)"
+    else
+        echo "FAIL pp.refuses.$name  exit $rc; output: $(echo "$out" | tail -n 2)"
+    fi
+}
+run pp-refuse-layers s5_refuse layers "need at least as many --layers" --np 4 --pp 4 --chunks 2 \
+    --schedule interleaved --preset tiny
+run pp-refuse-interleaved-m s5_refuse interleaved_m "a multiple of --pp" --np 2 --pp 2 \
+    --schedule interleaved --grad-accum 3 --preset tiny --layers 4
+run pp-refuse-np s5_refuse np "does not divide the 3 ranks" --np 3 --pp 2 --preset tiny
+
+# The timeline: Chrome JSON with every rank's forwards and backwards.
+s5_trace() {
+    local p="$S5_DIR/trace"
+    "$BUILD/pp_train" --np 2 --pp 2 --schedule 1f1b $S5_MODEL $S5_TRAIN --trace "$p" >"$p.log" 2>&1 ||
+        { echo "FAIL pp.timeline  the run failed"; tail -n 5 "$p.log"; return; }
+    /usr/bin/python3 - "$p.json" <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+per = {}
+for e in ev:
+    per.setdefault(e["pid"], []).append(e["name"])
+want = {f"{k}{i}" for k in "FB" for i in range(4)}
+ok = sorted(per) == [0, 1] and all(want <= set(v) for v in per.values())
+print(f"{'PASS' if ok else 'FAIL'} pp.timeline.chrome_json  ranks {sorted(per)}: "
+      + "; ".join(f"{r}: {' '.join(n for n in v if n[0] in 'FB')}" for r, v in sorted(per.items())))
+PY
+}
+run pp-timeline s5_trace

@@ -129,6 +129,14 @@ static void test_checker(TestState *ts) {
 
 // ---------------------------------------------------------------- against one process
 
+// "1f1b.p2.m4", with ".tT[.sp]" and ".dpD" for the meshes.
+static void mesh_tag(char *buf, size_t n, SchedKind kind, int p, int m, const TensorParallel *tp,
+                     int dp) {
+    int k = snprintf(buf, n, "%s.p%d.m%d", sched_name(kind), p, m);
+    if (tp) k += snprintf(buf + k, n - k, ".t%d%s", tp->group->size, tp->sp ? ".sp" : "");
+    if (dp > 1) snprintf(buf + k, n - k, ".dp%d", dp);
+}
+
 // Step t's m micro-batches of B x T (tokens, targets).
 static void batches(int m, int T, int V, int step, int *tok, int *tgt) {
     Rng r;
@@ -139,11 +147,13 @@ static void batches(int m, int T, int V, int step, int *tok, int *tgt) {
     }
 }
 
-static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, SchedKind kind, int m, int v) {
+static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorParallel *tp,
+                      SchedKind kind, int m, int v) {
     GPTConfig cfg = test_config();
-    int p = ppg->size, s = ppg->rank, T = cfg.seq_len, V = cfg.vocab;
+    int p = ppg->size, s = ppg->rank, T = cfg.seq_len, V = cfg.vocab, dp = dpg->size, d = dpg->rank;
+    int exact = dp == 1 && !tp;  // the same ops in the same order as one process
     char err[512], tag[64], name[128];
-    snprintf(tag, sizeof tag, "%s.p%d.m%d", sched_name(kind), p, m);
+    mesh_tag(tag, sizeof tag, kind, p, m, tp, dp);
     PPSchedule *S = sched_build(kind, p, m, v, err, sizeof err);
     CHECK(S, "%s", err);
     CHECK(sched_check(S, err, sizeof err) == 0, "%s: %s", tag, err);
@@ -155,31 +165,40 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, SchedKind 
     GPT ref;
     gpt_init(&ref, &rctx, &cfg, SEED);
     gpt_alloc_grads(&ref);
-    gpt_alloc_acts(&ref, B, T);
+    gpt_alloc_acts(&ref, dp * B, T);  // a micro-batch of every replica
     AdamW ropt;
     adamw_init(&ropt, &ref, &oc, 0, ref.n_params);
     // The pipeline.
     Ctx ctx;
     ctx_init(&ctx, DEV_CPU, 1, 0);
     Pipe P;
-    pipe_init(&P, c, ppg, dpg, ALGO_RING, S, NULL);
+    pipe_init(&P, c, ppg, dpg, tp, ALGO_RING, S, NULL);
     GPT g;
     P.strategy.build(&g, &ctx, &cfg, SEED, &oc, &P);
     size_t n = gpt_num_params(&cfg);
     float *whole = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
-    int *tok = malloc(sizeof(int) * m * B * T), *tgt = malloc(sizeof(int) * m * B * T);
-    CHECK(whole && want && tok && tgt, "out of memory");
+    size_t rows = (size_t)B * T, all = (size_t)m * dp * rows;
+    int *tok = malloc(sizeof(int) * all), *tgt = malloc(sizeof(int) * all);
+    int *mtok = malloc(sizeof(int) * m * rows), *mtgt = malloc(sizeof(int) * m * rows);
+    CHECK(whole && want && tok && tgt && mtok && mtgt, "out of memory");
     Verdict v1 = {0};
     for (int step = 0; step < STEPS; step++) {
-        batches(m, T, V, step, tok, tgt);
+        batches(m * dp, T, V, step, tok, tgt);
         gpt_zero_grad(&ref);
-        double rloss = 0;
+        double rloss = 0, mine = 0;
         for (int mb = 0; mb < m; mb++) {
-            rloss += gpt_forward(&ref, tok + (size_t)mb * B * T, tgt + (size_t)mb * B * T, B, T);
+            const int *x = tok + (size_t)mb * dp * rows, *y = tgt + (size_t)mb * dp * rows;
+            rloss += gpt_forward(&ref, x, y, dp * B, T);
             gpt_backward(&ref, 1.0f / m);
+            // This replica's rows of micro-batch mb, and their loss.
+            memcpy(mtok + mb * rows, x + d * rows, rows * sizeof(int));
+            memcpy(mtgt + mb * rows, y + d * rows, rows * sizeof(int));
+            double part = 0;
+            for (size_t i = 0; i < rows; i++) part += ref.acts.losses[d * rows + i];
+            mine += part / rows;
         }
-        float want_loss = (float)(rloss / m);
-        float loss = P.strategy.run_micro_batches(&g, tok, tgt, B, T, m, &P);
+        float want_loss = (float)((exact ? rloss : mine) / m);
+        float loss = P.strategy.run_micro_batches(&g, mtok, mtgt, B, T, m, &P);
         pipe_reduce_grads(&P);  // the step's gradients, as the strategy's step makes them
         if (step == 0) {
             pipe_gather(&P, 1, whole);
@@ -187,10 +206,20 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, SchedKind 
             const ParamSlice *wte = &ref.slices[0];
             for (size_t i = wte->numel; i < n; i++) diff += memcmp(&whole[i], &ref.grads[i], 4) != 0;
             double ew = rel_error(whole, ref.grads, wte->numel);
-            v1.bad = diff + (memcmp(&loss, &want_loss, sizeof loss) != 0);
-            v1.err = ew;
-            snprintf(v1.detail, sizeof v1.detail, "loss %.7f vs %.7f; %d gradients other than wte's "
-                     "differ; wte rel_err %.2e", loss, want_loss, diff, ew);
+            if (exact) {
+                v1.bad = diff + (memcmp(&loss, &want_loss, sizeof loss) != 0);
+                v1.err = ew / 1e-6;
+                snprintf(v1.detail, sizeof v1.detail, "loss %.7f vs %.7f; %d gradients other than "
+                         "wte's differ; wte rel_err %.2e", loss, want_loss, diff, ew);
+            } else {
+                size_t at = 0;
+                double worst = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (!(fabs(whole[i] - ref.grads[i]) <= worst)) worst = fabs(whole[i] - ref.grads[i]), at = i;
+                v1.err = fmax(fabs(loss - want_loss) / 1e-5, worst / 1e-4);
+                snprintf(v1.detail, sizeof v1.detail, "loss %.7f vs %.7f; max |dgrad| %.2e at %zu",
+                         loss, want_loss, worst, at);
+            }
         }
         double norm = pipe_grad_norm(&P);
         for (int ch = 0; ch < P.v; ch++) adamw_step(&P.opt[ch], P.model[ch], norm);
@@ -203,8 +232,9 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, SchedKind 
     snprintf(v2.detail, sizeof v2.detail, "%.150s; weights after %d steps rel_err %.2e",
              v1.detail, STEPS, ew);
     v2.bad = v1.bad;
-    v2.err = fmax(v1.err / 1e-6, ew / 1e-5);  // both tolerances as one ratio <= 1
-    report(ts, c, name, v2, 1.0, "loss bitwise, gradients bitwise but wte (1e-6), weights 1e-5");
+    v2.err = fmax(v1.err, ew / 1e-5);  // every tolerance as one ratio <= 1
+    report(ts, c, name, v2, 1.0, exact ? "loss bitwise, gradients bitwise but wte (1e-6), weights "
+           "1e-5" : "loss 1e-5, gradients 1e-4, weights 1e-5 (relative)");
 
     // pp.memory: the ledger's peak = in flight x one micro-batch's activations.
     Verdict vm = {0};
@@ -230,7 +260,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, SchedKind 
     pp_where(S, 0, &fr, &fc);
     pp_where(S, K - 1, &lr, &lc);
     if (K > 1) {
-        size_t bytes = (size_t)cfg.vocab * cfg.n_embd * sizeof(float);  // wte, whole
+        size_t bytes = P.model[s == fr ? fc : lc]->slices[0].numel * sizeof(float);  // wte
         float *theirs = malloc(bytes + 1);
         if (s == lr) comm_send(c, ppg, fr, P.model[lc]->params, bytes);
         if (s == fr) {
@@ -244,7 +274,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, SchedKind 
     snprintf(name, sizeof name, "pp.tied.%s", tag);
     report(ts, c, name, vt, 0, "the tied embedding's two copies bitwise equal after training");
 
-    free(whole); free(want); free(tok); free(tgt);
+    free(whole); free(want); free(tok); free(tgt); free(mtok); free(mtgt);
     P.strategy.destroy(&g, &P);
     gpt_free(&g);
     ctx_destroy(&ctx);
@@ -255,13 +285,16 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, SchedKind 
 }
 
 int main(int argc, char **argv) {
-    int np = 1, checker = 0, chunks = 1;
+    int np = 1, checker = 0, chunks = 1, tpn = 1, dpn = 1, sp = 0;
     const char *sched = "1f1b";
     double timeout = 30;
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "pipeline stages (ranks)"),
         F_CHOICE("--schedule", &sched, "gpipe|1f1b|interleaved", "the schedule"),
         F_INT("--chunks", &chunks, 1, PP_MAX_CHUNKS, "model chunks per rank (interleaved)"),
+        F_INT("--tp", &tpn, 1, COMM_MAX_RANKS, "tensor-parallel ranks in each stage"),
+        F_BOOL("--sp", &sp, "sequence parallelism (with --tp)"),
+        F_INT("--dp", &dpn, 1, COMM_MAX_RANKS, "data-parallel replicas of the pipeline"),
         F_BOOL("--checker", &checker, "test the checker only (one rank)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 3600, "seconds any wait may take"),
     };
@@ -277,17 +310,23 @@ int main(int argc, char **argv) {
     if (kind == SCHED_INTERLEAVED && chunks < 2) chunks = 2;
     CommConfig cc = {.np = np, .timeout_s = timeout};
     Comm *c = comm_launch(&cc);
+    CHECK(comm_size(c) % (tpn * dpn) == 0, "--tp %d x --dp %d does not divide --np %d", tpn, dpn,
+          comm_size(c));
+    int p = comm_size(c) / (tpn * dpn);
     Group dpg, tpg, ppg;
-    comm_mesh(c, 1, 1, comm_size(c), &dpg, &tpg, &ppg);
-    int p = comm_size(c);
+    comm_mesh(c, dpn, tpn, p, &dpg, &tpg, &ppg);
+    TensorParallel tps = {.comm = c, .group = &tpg, .algo = ALGO_RING, .sp = sp};
+    TensorParallel *tp = tpn > 1 ? &tps : NULL;
     for (int m = 1; m <= 8; m++) {
         if (kind == SCHED_INTERLEAVED && m % p) continue;
         if (comm_rank(c) == 0) {
-            printf("PLAN pp.equiv.%s.p%d.m%d\nPLAN pp.tied.%s.p%d.m%d\n", sched, p, m, sched, p, m);
-            if (chunks == 1) printf("PLAN pp.memory.%s.p%d.m%d\n", sched, p, m);
+            char tag[64];
+            mesh_tag(tag, sizeof tag, kind, p, m, tp, dpn);
+            printf("PLAN pp.equiv.%s\nPLAN pp.tied.%s\n", tag, tag);
+            if (chunks == 1) printf("PLAN pp.memory.%s\n", tag);
             fflush(stdout);
         }
-        run_equiv(&ts, c, &ppg, &dpg, kind, m, chunks);
+        run_equiv(&ts, c, &ppg, &dpg, tp, kind, m, chunks);
     }
     int rc = comm_rank(c) == 0 ? test_finish(&ts) : 0;
     comm_finalize(c);

@@ -1,0 +1,128 @@
+// pp_train.c — training with the layers cut into pipeline stages, composed with
+// tensor parallelism inside each stage and data parallelism across pipelines.
+//
+//   build/pp_train --np 2 --pp 2 --schedule 1f1b --grad-accum 8 --preset small
+//   build/pp_train --np 4 --pp 2 --schedule interleaved --chunks 2 --grad-accum 8
+//   build/pp_train --np 8 --pp 2 --tp 2 --grad-accum 4         # dp 2 x tp 2 x pp 2
+//   build/pp_train --np 2 --pp 2 --trace runs/pp               # the last step's timeline
+//
+// The step's micro-batches are the trainer's gradient accumulation (--grad-accum
+// m): one optimizer step per m micro-batches, whatever the schedule. Every rank
+// prints a MEM line (its ledger's peaks); --trace writes the last step's timeline
+// (Chrome JSON and a table for the Gantt charts).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "pipe.h"
+
+static void barrier(GPT *g, void *arg) {
+    (void)g;
+    Pipe *P = arg;
+    comm_barrier(P->comm, comm_world(P->comm));
+}
+
+int main(int argc, char **argv) {
+    TrainArgs a;
+    train_args_default(&a);
+    int np = 1, pp = 0, tp = 1, sp = 0, chunks = 1, kill_rank = -1, kill_at = -1;
+    double timeout = 60;
+    const char *sched = "1f1b", *algo = "ring", *transport = "shm", *trace = NULL;
+    Flag flags[TRAIN_MAX_FLAGS + 12];
+    int nf = train_flags(&a, flags);
+    Flag extra[] = {
+        F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
+        F_INT_SENTINEL("--pp", &pp, 1, PP_MAX_STAGES, "0 = the ranks / --tp", "pipeline stages"),
+        F_INT("--tp", &tp, 1, COMM_MAX_RANKS, "tensor-parallel ranks inside each stage"),
+        F_BOOL("--sp", &sp, "sequence parallelism inside each stage (with --tp >= 2)"),
+        F_CHOICE("--schedule", &sched, "gpipe|1f1b|interleaved", "the pipeline schedule"),
+        F_INT("--chunks", &chunks, 1, PP_MAX_CHUNKS, "model chunks per rank (interleaved: >= 2)"),
+        F_CHOICE("--algo", &algo, "ring|naive|mpi", "the host collectives (mpi: under mpirun)"),
+        F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
+        F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
+        F_STRING("--trace", &trace, "write the last step's timeline to TRACE.json and TRACE.dat"),
+        F_INT_SENTINEL("--kill-rank", &kill_rank, 0, COMM_MAX_RANKS - 1, "-1 = none",
+                       "fault test: this rank dies (SIGKILL) ..."),
+        F_INT_SENTINEL("--kill-at", &kill_at, 0, 1 << 30, "-1 = unset",
+                       "... at this action of its first step's schedule"),
+    };
+    for (int i = 0; i < FLAG_COUNT(extra); i++) flags[nf++] = extra[i];
+    flags_parse(flags, nf, argc, argv, "pp_train [flags]",
+                "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B) composed with tensor and "
+                "data parallelism over a dp x tp x pp mesh of ranks.");
+    GPTConfig cfg;
+    train_resolve(&a, &cfg);
+    // Everything that can be wrong with the layout is said before any rank starts.
+    CommConfig cc = {.np = np, .timeout_s = timeout};
+    transport_parse(transport, &cc.transport);
+    int world = comm_planned_size(&cc);
+    if (world % tp) flags_fail("--tp %d does not divide the %d ranks", tp, world);
+    if (pp == 0) pp = world / tp;
+    if (world % (tp * pp))
+        flags_fail("--tp %d x --pp %d does not divide the %d ranks (--np)", tp, pp, world);
+    SchedKind kind;
+    sched_parse(sched, &kind);
+    char err[512];
+    if (kind == SCHED_INTERLEAVED && chunks == 1) chunks = 2;
+    if (pp_error(&cfg, pp, chunks, err, sizeof err)) flags_fail("%s", err);
+    if (gpt_tp_error(&cfg, tp, sp, a.batch, cfg.seq_len, err, sizeof err)) flags_fail("%s", err);
+    PPSchedule *S = sched_build(kind, pp, a.accum, chunks, err, sizeof err);
+    if (!S) flags_fail("%s (--grad-accum is the number of micro-batches)", err);
+    if (sched_check(S, err, sizeof err)) flags_fail("the %s schedule is not sound: %s", sched, err);
+    if ((kill_rank >= 0) != (kill_at >= 0)) flags_fail("--kill-rank and --kill-at go together");
+    Algo al;
+    algo_parse(algo, &al);
+    Device dev;
+    device_parse(a.device, &dev);
+    if (dev == DEV_CUDA) flags_fail("--device cuda: the pipeline's transfers are host messages "
+                                    "for now (stage 05's GPU path is still to come)");
+    Comm *c = comm_launch(&cc);  // from here on, one rank of many
+    char conf[COMM_CONFIG_BYTES];
+    snprintf(conf, sizeof conf, "--np=%d --pp=%d --tp=%d --sp=%d --schedule=%s --chunks=%d "
+             "--algo=%s --preset=%s --layers=%d --width=%d --heads=%d --seq=%d --vocab=%d "
+             "--batch=%d --grad-accum=%d --steps=%d --lr=%g --seed=%llu --data=%s",
+             comm_size(c), pp, tp, sp, sched, chunks, algo, a.preset, cfg.n_layer, cfg.n_embd,
+             cfg.n_head, cfg.seq_len, cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.seed, a.data);
+    comm_check_same_config(c, conf);
+
+    Ctx ctx;
+    ctx_init(&ctx, dev, a.threads, a.device_mem);
+    ctx.rank = comm_rank(c);
+    ctx.world = comm_size(c);
+    int dp = comm_size(c) / (tp * pp);
+    Group dpg, tpg, ppg;
+    comm_mesh(c, dp, tp, pp, &dpg, &tpg, &ppg);
+    TensorParallel tps = {.comm = c, .group = &tpg, .algo = al, .sp = sp};
+    Timeline tl;
+    timeline_init(&tl, trace != NULL);
+    Pipe P;
+    pipe_init(&P, c, &ppg, &dpg, tp > 1 ? &tps : NULL, al, S, &tl);
+    if (ctx.rank == kill_rank) P.kill_at = kill_at;
+    char label[256];
+    snprintf(label, sizeof label, "PP %d (%s%s, %d micro-batches) x TP %d%s x DP %d", pp, sched,
+             chunks > 1 ? ", interleaved chunks" : "", a.accum, tp, sp ? " + SP" : "", dp);
+    TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
+                    .local_cores = comm_local_cores(c), .data_rank = dpg.rank, .data_world = dp,
+                    .label = label, .strategy = &P.strategy, .sync_params = barrier, .arg = &P};
+    train_run(&a, &ctx, &h);
+
+    const Ledger *L = &ctx.ledger;
+    printf("MEM rank=%d stage=%d in_flight=%d params=%zu grads=%zu optimizer=%zu activations=%zu "
+           "comm=%zu workspace=%zu\n", ctx.rank, ppg.rank, sched_max_in_flight(S, ppg.rank),
+           L->peak[MEM_PARAMS], L->peak[MEM_GRADS], L->peak[MEM_OPTIMIZER],
+           L->peak[MEM_ACTIVATIONS], L->peak[MEM_COMM], L->peak[MEM_WORKSPACE]);
+    fflush(stdout);
+    if (trace) {
+        char json[1024], dat[1024];
+        snprintf(json, sizeof json, "%s.json", trace);
+        snprintf(dat, sizeof dat, "%s.dat", trace);
+        int rc = timeline_write(&tl, c, comm_world(c), json, dat);
+        if (ctx.rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
+    }
+    timeline_free(&tl);
+    ctx_destroy(&ctx);
+    sched_free(S);
+    comm_finalize(c);
+    return 0;
+}
