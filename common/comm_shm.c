@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -63,6 +64,15 @@ typedef struct {
 } Shm;
 
 static uint64_t channel_cap(int n) {
+    // Tests make messages outgrow the channel with small models: a power of two
+    // from 4 KiB to 1 MiB in COURSE_SHM_CHANNEL_BYTES replaces the rule below.
+    const char *force = getenv("COURSE_SHM_CHANNEL_BYTES");
+    if (force && *force) {
+        unsigned long long want = strtoull(force, NULL, 10);
+        CHECK(want >= 4096 && want <= (1u << 20) && (want & (want - 1)) == 0,
+              "COURSE_SHM_CHANNEL_BYTES=%s: a power of two from 4096 to 1048576", force);
+        return want;
+    }
     // About 64 MiB in all, at most 1 MiB and at least 16 KiB per channel; a power of two.
     uint64_t cap = 1u << 20;
     while (cap > (16u << 10) && cap * (uint64_t)n * n > (64u << 20)) cap >>= 1;

@@ -96,3 +96,49 @@ print(f"{'PASS' if ok else 'FAIL'} pp.timeline.chrome_json  ranks {sorted(per)}:
 PY
 }
 run pp-timeline s5_trace
+
+# Messages larger than the shm channel (shrunk to 16 KiB; the activations here are
+# 32 KiB): a send can only finish while its receiver takes it, so an engine that
+# waits for its sends where the schedule does not say so deadlocks here (and the
+# timeout names it) while small messages would hide it.
+run pp-1f1b-p2-large env COURSE_SHM_CHANNEL_BYTES=16384 "$BUILD/tests/test_pp" --np 2 \
+    --schedule 1f1b --width 128 --seq 16 --batch 4 --max-micro-batches 4 --timeout 4
+run pp-1f1b-p3-large env COURSE_SHM_CHANNEL_BYTES=16384 "$BUILD/tests/test_pp" --np 3 \
+    --schedule 1f1b --width 128 --seq 16 --batch 4 --max-micro-batches 4 --timeout 4
+run pp-interleaved-p3 "$BUILD/tests/test_pp" --np 3 --schedule interleaved --timeout 20
+
+# Stage 01's calculator, --recipe course with --pp, against every rank's ledger: one
+# step of S5_MODEL (--batch 2, m = 4 micro-batches); params, grads, optimizer,
+# activations (in flight x one micro-batch's set) and workspace to the byte, and the
+# micro-batches in flight, stage by stage.
+s5_memory_calc() {  # s5_memory_calc P SCHEDULE
+    local p=$1 sched=$2 name="pp.memory_calc.$2.p$1" f="$S5_DIR/memcalc.$2.p$1" bad="" detail="" line
+    echo "PLAN $name"
+    if ! "$BUILD/pp_train" --np "$p" --pp "$p" --schedule "$sched" --timeout 20 $S5_MODEL \
+            --batch 2 --grad-accum 4 --steps 1 --log-every 100 --peak-tflops 1 >"$f.log" 2>&1; then
+        echo "FAIL $name  the run failed: $(grep -m1 -E 'error|killed' "$f.log" | cut -c1-300)"
+        tail -n 5 "$f.log"
+        return
+    fi
+    [ "$(grep -c '^MEM rank=' "$f.log")" -eq "$p" ] || bad="$bad; $(grep -c '^MEM rank=' "$f.log") MEM lines (want $p)"
+    while read -r line; do
+        local st k json cat got want
+        st=$(sed -n 's/.* stage=\([0-9]*\) .*/\1/p' <<<"$line")
+        k=$(sed -n 's/.* in_flight=\([0-9]*\) .*/\1/p' <<<"$line")
+        json=$("$BUILD/memcalc" --layers 8 --hidden 32 --heads 4 --seq 8 --vocab 61 --recipe course \
+            --micro-batch 2 --pp "$p" --schedule "$sched" --microbatches 4 --stage "$st" --json 2>&1)
+        want=$(sed -n 's/.*"in_flight": \([0-9]*\).*/\1/p' <<<"$json")
+        [ "$k" = "$want" ] || bad="$bad; stage $st in_flight $k (memcalc '$want')"
+        for cat in params grads optimizer activations workspace; do
+            got=$(sed -n "s/.* $cat=\([0-9]*\).*/\1/p" <<<"$line")
+            want=$(sed -n "s/.*\"bytes_$cat\": \([0-9]*\).*/\1/p" <<<"$json")
+            [ -n "$got" ] && [ "$got" = "$want" ] || bad="$bad; stage $st $cat $got (memcalc '$want')"
+        done
+        detail="$detail stage $st: $k in flight, activations $(sed -n 's/.* activations=\([0-9]*\).*/\1/p' <<<"$line"), params $(sed -n 's/.* params=\([0-9]*\).*/\1/p' <<<"$line");"
+    done < <(grep '^MEM rank=' "$f.log" | sort -t= -k3 -n)
+    if [ -z "$bad" ]; then echo "PASS $name $detail every category = memcalc --stage"
+    else echo "FAIL $name  ${bad#; }"; fi
+}
+run pp-memory-calc-1f1b-p2 s5_memory_calc 2 1f1b
+run pp-memory-calc-gpipe-p3 s5_memory_calc 3 gpipe
+run pp-memory-calc-1f1b-p4 s5_memory_calc 4 1f1b

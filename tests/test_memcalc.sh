@@ -35,7 +35,11 @@ expect_fail unknown_preset       "--preset"   --preset gpt5
 expect_fail unknown_recipe       "--recipe"   --recipe fp8
 expect_fail pp_exceeds_layers    "--pp 13 exceeds --layers 12" --pp 13
 expect_fail course_tp_not_dividing "--tp 3 does not divide --heads 4" --preset small --recipe course --tp 3
-expect_fail course_with_pp       "--pp"       --preset small --recipe course --pp 2
+expect_fail course_stage_outside_pp "--stage 3 outside --pp 2" --preset small --recipe course --pp 2 --stage 3
+expect_fail course_pp_exceeds_layers "--pp 5 exceeds --layers 4" --preset small --recipe course --pp 5
+expect_fail stage_without_course "--stage needs --recipe course" --pp 2 --stage 1
+expect_fail course_pp_recompute  "--recompute none" --preset small --recipe course --pp 2 --recompute full
+expect_fail course_pp_sweep      "--sweep seq" --preset small --recipe course --pp 2 --sweep seq
 expect_fail course_sp_without_tp "--sp needs --tp > 1" --preset small --recipe course --sp
 expect_fail course_sp_uneven_tokens "--tp 3" --preset small --hidden 96 --heads 6 --recipe course --tp 3 --sp
 expect_fail course_llama         "--recipe course" --preset llama2-7b --recipe course
@@ -115,6 +119,28 @@ got_ws=$(json "$dir/j" bytes_workspace) got_pp=$(json "$dir/j" params_per_gpu)
 [ "$got_ws" = "$want_ws" ] && [ "$got_pp" = "$want_pp" ] \
     && echo "PASS cli01.course_tp2_sp_workspace_params  bytes_workspace $got_ws, params_per_gpu $got_pp per TP rank" \
     || echo "FAIL cli01.course_tp2_sp_workspace_params  bytes_workspace '$got_ws' (want $want_ws), params_per_gpu '$got_pp' (want $want_pp)"
+
+# The course recipe over 2 pipeline stages (stage 05), the second one: the small preset
+# at micro-batch 1 (N = T = 128 tokens), 1F1B with m = 0 (= p = 2) micro-batches, so
+# min(p - s, m) = 1 in flight on stage 1. Its layers 2 and 3, in floats:
+#   activations  the received input NC; per layer 4NC + 4N + 12NC + 4 heads x T^2; the
+#                head lnf NC + 2N, logits N x 256, losses N; x 4, + int32 tokens, targets
+#   workspace    the same as one process: 14NC + 4T^2 (x 4)
+#   params       2 x (12C^2 + 13C) + ln_f 2C + the copy of wte 256 x C (tied LM head)
+"$MC" --preset small --recipe course --pp 2 --schedule 1f1b --stage 1 --json >"$dir/j" 2>&1
+want=$(awk 'BEGIN { C = 256; T = 128; N = 128
+    layer = 4 * N * C + 4 * N + 12 * N * C + 4 * T * T
+    printf "%.0f %.0f %.0f", 4 * (N * C + 2 * layer + N * C + 2 * N + N * 256 + N) + 8 * N,
+        4 * (14 * N * C + 4 * T * T), 2 * (12 * C * C + 13 * C) + 2 * C + 256 * C }')
+read -r want_act want_ws want_pp <<<"$want"
+got="$(json "$dir/j" bytes_activations) $(json "$dir/j" bytes_workspace) $(json "$dir/j" params_per_gpu)"
+setup="stage $(json "$dir/j" stage), pp $(json "$dir/j" pp), $(json "$dir/j" schedule), m $(json "$dir/j" microbatches), in_flight $(json "$dir/j" in_flight), layers $(json "$dir/j" layers_per_stage)"
+[ "$got" = "$want_act $want_ws $want_pp" ] && [ "$setup" = "stage 1, pp 2, 1f1b, m 2, in_flight 1, layers 2" ] \
+    && echo "PASS cli01.course_pp2_1f1b_stage1  activations, workspace, params_per_gpu $got; $setup" \
+    || echo "FAIL cli01.course_pp2_1f1b_stage1  got '$got' (want $want_act $want_ws $want_pp), '$setup' (want stage 1, pp 2, 1f1b, m 2, in_flight 1, layers 2), in $(head -c 400 "$dir/j")"
+"$MC" --preset small --recipe course --pp 2 --stage 1 >"$dir/out" 2>&1
+grep -q "stage 1 of 2" "$dir/out" && echo "PASS cli01.course_pp_names_the_stage  $(grep -m1 'stage 1 of 2' "$dir/out")" \
+    || echo "FAIL cli01.course_pp_names_the_stage  no 'stage 1 of 2' in: $(head -c 400 "$dir/out")"
 
 # ---------------------------------------------------------------- the OOM at step zero
 # The 70B on one 8-GPU node, scaled by 1e-4: 70B -> a 7.02M-parameter GPT, 640 GB -> 64 MB.

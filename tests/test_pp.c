@@ -36,7 +36,6 @@
 
 #define SEED 11
 #define STEPS 5
-#define B 2
 
 static GPTConfig test_config(void) { return (GPTConfig){8, 32, 4, 8, 61}; }
 
@@ -69,9 +68,12 @@ static void expect_refused(TestState *ts, PPSchedule *S, const char *name, const
 }
 
 static void test_checker(TestState *ts) {
-    char err[512];
-    int bad = 0, count = 0;
-    for (int k = 0; k < SCHED_COUNT; k++)
+    char err[512], name[96];
+    // Every generated schedule is sound, and holds the micro-batches in flight the
+    // formulas say: GPipe m on every rank, 1F1B min(p - s, m).
+    for (int k = 0; k < SCHED_COUNT; k++) {
+        int bad = 0, count = 0, wrong_flight = 0;
+        char first[600] = "";
         for (int p = 1; p <= 4; p++)
             for (int m = 1; m <= 8; m++)
                 for (int v = 1; v <= 2; v++) {
@@ -79,13 +81,23 @@ static void test_checker(TestState *ts) {
                     if (!S) continue;
                     count++;
                     if (sched_check(S, err, sizeof err)) {
-                        bad++;
-                        printf("  %s p%d m%d v%d refused: %s\n", sched_name(k), p, m, v, err);
+                        if (!bad++) snprintf(first, sizeof first, "; p %d m %d v %d: %.500s", p, m, v, err);
+                    } else if (k != SCHED_INTERLEAVED) {
+                        for (int st = 0; st < p; st++) {
+                            int want = k == SCHED_GPIPE ? m : (p - st < m ? p - st : m);
+                            if (sched_max_in_flight(S, st) != want && !wrong_flight++)
+                                snprintf(first, sizeof first, "; p %d m %d: rank %d holds %d "
+                                         "micro-batches at once, the formula %d", p, m, st,
+                                         sched_max_in_flight(S, st), want);
+                        }
                     }
                     sched_free(S);
                 }
-    test_report(ts, bad == 0, "pp.check.generated_sound", "%d schedules (gpipe, 1f1b, "
-                "interleaved; p 1-4, m 1-8): %d refused", count, bad);
+        snprintf(name, sizeof name, "pp.check.generated.%s", sched_name((SchedKind)k));
+        test_report(ts, bad == 0 && wrong_flight == 0 && count > 0, name, "%d schedules (p 1-4, m "
+                    "1-8): %d refused, %d with other than the formula's micro-batches in flight%s",
+                    count, bad, wrong_flight, first);
+    }
     // A missing receive: rank 1 of 1F1B (p 2, m 4) loses its third activation receive.
     PPSchedule *S = sched_build(SCHED_1F1B, 2, 4, 1, err, sizeof err);
     for (int i = 0, seen = 0; i < S->n[1]; i++)
@@ -131,14 +143,14 @@ static void test_checker(TestState *ts) {
 
 // "1f1b.p2.m4", with ".tT[.sp]" and ".dpD" for the meshes.
 static void mesh_tag(char *buf, size_t n, SchedKind kind, int p, int m, const TensorParallel *tp,
-                     int dp) {
-    int k = snprintf(buf, n, "%s.p%d.m%d", sched_name(kind), p, m);
+                     int dp, const char *variant) {
+    int k = snprintf(buf, n, "%s.p%d.m%d%s", sched_name(kind), p, m, variant);
     if (tp) k += snprintf(buf + k, n - k, ".t%d%s", tp->group->size, tp->sp ? ".sp" : "");
     if (dp > 1) snprintf(buf + k, n - k, ".dp%d", dp);
 }
 
 // Step t's m micro-batches of B x T (tokens, targets).
-static void batches(int m, int T, int V, int step, int *tok, int *tgt) {
+static void batches(int m, int B, int T, int V, int step, int *tok, int *tgt) {
     Rng r;
     rng_seed(&r, 500 + (uint64_t)step);
     for (int i = 0; i < m * B * T; i++) {
@@ -148,12 +160,11 @@ static void batches(int m, int T, int V, int step, int *tok, int *tgt) {
 }
 
 static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorParallel *tp,
-                      SchedKind kind, int m, int v) {
-    GPTConfig cfg = test_config();
+                      SchedKind kind, int m, int v, GPTConfig cfg, int B, const char *variant) {
     int p = ppg->size, s = ppg->rank, T = cfg.seq_len, V = cfg.vocab, dp = dpg->size, d = dpg->rank;
     int exact = dp == 1 && !tp;  // the same ops in the same order as one process
     char err[512], tag[64], name[128];
-    mesh_tag(tag, sizeof tag, kind, p, m, tp, dp);
+    mesh_tag(tag, sizeof tag, kind, p, m, tp, dp, variant);
     PPSchedule *S = sched_build(kind, p, m, v, err, sizeof err);
     CHECK(S, "%s", err);
     CHECK(sched_check(S, err, sizeof err) == 0, "%s: %s", tag, err);
@@ -183,7 +194,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     CHECK(whole && want && tok && tgt && mtok && mtgt, "out of memory");
     Verdict v1 = {0};
     for (int step = 0; step < STEPS; step++) {
-        batches(m * dp, T, V, step, tok, tgt);
+        batches(m * dp, B, T, V, step, tok, tgt);
         gpt_zero_grad(&ref);
         double rloss = 0, mine = 0;
         for (int mb = 0; mb < m; mb++) {
@@ -285,7 +296,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
 }
 
 int main(int argc, char **argv) {
-    int np = 1, checker = 0, chunks = 1, tpn = 1, dpn = 1, sp = 0;
+    int np = 1, checker = 0, chunks = 1, tpn = 1, dpn = 1, sp = 0, B = 2, width = 0, seq = 0, mmax = 8;
     const char *sched = "1f1b";
     double timeout = 30;
     Flag flags[] = {
@@ -295,6 +306,10 @@ int main(int argc, char **argv) {
         F_INT("--tp", &tpn, 1, COMM_MAX_RANKS, "tensor-parallel ranks in each stage"),
         F_BOOL("--sp", &sp, "sequence parallelism (with --tp)"),
         F_INT("--dp", &dpn, 1, COMM_MAX_RANKS, "data-parallel replicas of the pipeline"),
+        F_INT("--batch", &B, 1, 64, "rows per micro-batch per data-parallel replica"),
+        F_INT_SENTINEL("--width", &width, 1, 4096, "0 = 32", "model width C (messages of B x T x C floats)"),
+        F_INT_SENTINEL("--seq", &seq, 1, 4096, "0 = 8", "sequence length T"),
+        F_INT("--max-micro-batches", &mmax, 1, 64, "m runs from 1 to this"),
         F_BOOL("--checker", &checker, "test the checker only (one rank)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 3600, "seconds any wait may take"),
     };
@@ -317,16 +332,21 @@ int main(int argc, char **argv) {
     comm_mesh(c, dpn, tpn, p, &dpg, &tpg, &ppg);
     TensorParallel tps = {.comm = c, .group = &tpg, .algo = ALGO_RING, .sp = sp};
     TensorParallel *tp = tpn > 1 ? &tps : NULL;
-    for (int m = 1; m <= 8; m++) {
+    GPTConfig cfg = test_config();
+    if (width) cfg.n_embd = width;
+    if (seq) cfg.seq_len = seq;
+    char variant[32] = "";  // other sizes get their own check names: ".c128"
+    if (width || seq) snprintf(variant, sizeof variant, ".c%dt%d", cfg.n_embd, cfg.seq_len);
+    for (int m = 1; m <= mmax; m++) {
         if (kind == SCHED_INTERLEAVED && m % p) continue;
         if (comm_rank(c) == 0) {
             char tag[64];
-            mesh_tag(tag, sizeof tag, kind, p, m, tp, dpn);
+            mesh_tag(tag, sizeof tag, kind, p, m, tp, dpn, variant);
             printf("PLAN pp.equiv.%s\nPLAN pp.tied.%s\n", tag, tag);
             if (chunks == 1) printf("PLAN pp.memory.%s\n", tag);
             fflush(stdout);
         }
-        run_equiv(&ts, c, &ppg, &dpg, tp, kind, m, chunks);
+        run_equiv(&ts, c, &ppg, &dpg, tp, kind, m, chunks, cfg, B, variant);
     }
     int rc = comm_rank(c) == 0 ? test_finish(&ts) : 0;
     comm_finalize(c);

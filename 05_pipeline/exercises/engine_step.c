@@ -1,0 +1,35 @@
+// exercises/engine_step.c — YOUR engine step: one action (part 2).
+//   make grade-5 PART=engine_step
+//
+// pipe_run (../engine.c) calls pipe_step for each action of this rank's list, in
+// order, and does everything else (zeroing the gradients, the timeline, waiting
+// for the last sends, the loss). Read ../pipe.h (Pipe, PPSlot and the helpers) and
+// the pieces of common/model.h a stage runs: gpt_acts_alloc/free, gpt_set_batch,
+// gpt_embed_forward, gpt_blocks_forward(g, x, g->l0, g->l1, B, T),
+// gpt_head_forward, gpt_head_backward(g, x, dx, dloss_scale, B, T),
+// gpt_blocks_backward(g, x, dx, l0, l1, B, T) (dx: the gradient at the output in,
+// at the input out), gpt_embed_backward; and comm.h's comm_isend / comm_irecv.
+//
+// The slot of (micro-batch, chunk) carries what its actions pass each other:
+//   - its activations, slot->acts: allocated by the receive of its input (or by
+//     the forward on the first virtual stage, which receives nothing) and freed by
+//     its backward. Point g->acts at them before computing.
+//   - slot->grad, the gradient message (pipe_stream_bytes bytes, MEM_COMM):
+//     allocated by its receive (or by the backward on the last virtual stage, whose
+//     head makes it), sent to the previous stage (or freed on the first).
+//   - the requests: post receives and sends and keep them in the slot; a forward
+//     or backward that needs a message waits for it with pipe_wait (which keeps
+//     every other message moving). Never wait for a send where the schedule does
+//     not need it: a neighbour may be waiting for you.
+// The loss: each micro-batch's is 1/m of the step's (dloss_scale 1/P->m);
+// P->loss_sum adds the last stage's forward losses.
+#include "ops.h"
+#include "pipe.h"
+
+void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets) {
+    (void)P; (void)a; (void)tokens; (void)targets;
+    // TODO(exercise): one case per op (PP_RECV_ACT, PP_FORWARD, PP_SEND_ACT,
+    // PP_RECV_GRAD, PP_BACKWARD, PP_SEND_GRAD). The micro-batch's token ids are
+    // tokens + a->mb * P->B * P->T (targets likewise). Before freeing the
+    // activations in the backward, the send of the chunk's output must be done.
+}
