@@ -6,6 +6,8 @@
 //   build/memcalc --preset gpt3-175b --tp 8 --sp --recompute selective --json
 //   build/memcalc --preset small --recipe course --micro-batch 8   # what build/train will hold
 //   build/memcalc --preset small --recipe course --tp 2 --sp       # ... on each of 2 TP ranks
+//   build/memcalc --preset small --recipe course --pp 2 --microbatches 8 --stage 1
+//                                          # ... stage 1 of build/pp_train --pp 2 --grad-accum 8
 //
 // Every number comes from memory_model.c's formulas; see 01_memory_wall/README.md.
 #include <math.h>
@@ -38,11 +40,13 @@ static void print_json(const ModelSpec *m, const Setup *s, const MemEstimate *e,
            oom ? "\"" : "");
     printf("\"recipe\": \"%s\", \"optimizer\": \"%s\", \"micro_batch\": %d, \"seq\": %d, "
            "\"recompute\": \"%s\", \"sp\": %s, \"dropout\": %s, \"dp\": %d, \"tp\": %d, "
-           "\"pp\": %d, \"zero\": %d, \"layers_per_stage\": %d, \"in_flight\": %d",
+           "\"pp\": %d, \"zero\": %d, \"layers_per_stage\": %d, \"in_flight\": %d, "
+           "\"stage\": %d, \"schedule\": \"%s\", \"microbatches\": %d",
            mm_recipe_name(s->recipe), mm_optim_name(s->optim), s->micro_batch, s->seq,
            mm_recompute_name(s->recompute), s->sp ? "true" : "false",
            m->dropout ? "true" : "false", s->dp, s->tp, s->pp, s->zero, e->layers_per_stage,
-           e->in_flight);
+           e->in_flight, e->stage, s->gpipe ? "gpipe" : "1f1b",
+           s->microbatches > 0 ? s->microbatches : s->pp);
     if (gpus > 0) {
         if (found)
             printf(", \"gpus\": %d, \"fit\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, "
@@ -79,7 +83,17 @@ static void print_human(const char *label, const ModelSpec *m, const Setup *s,
                s->micro_batch, s->seq, s->dp, s->tp, s->pp, s->gpipe ? "GPipe" : "1F1B",
                e->in_flight, e->in_flight == 1 ? "" : "es", s->zero, s->sp ? "on" : "off",
                mm_recompute_name(s->recompute), m->dropout ? "on" : "off");
-    printf("per GPU     %-12s %14s %10s\n", "category", "bytes", "share");
+    int staged = s->recipe == RECIPE_COURSE && m->raw_params <= 0 && s->pp > 1;
+    if (staged) {
+        int l0, l1, last = e->stage == s->pp - 1;
+        mm_stage_layers(m->layers, s->pp, e->stage, &l0, &l1);
+        printf("pipeline    stage %d of %d: layers %d..%d%s%s | %.0f of the %.0f params%s\n", e->stage,
+               s->pp, l0, l1 - 1, e->stage == 0 ? " + the embedding (wte, wpe)" : "",
+               last ? " + the head (ln_f, a copy of wte: the tied LM head)" : "",
+               e->params_per_gpu, e->params, s->tp > 1 ? " on each TP rank" : "");
+    }
+    printf("per GPU     %-12s %14s %10s%s\n", "category", "bytes", "share",
+           staged ? "   (this stage)" : "");
     const char *names[] = {"params", "grads", "optimizer", "activations", "workspace"};
     double v[] = {e->bytes_params, e->bytes_grads, e->bytes_optimizer, e->bytes_activations,
                   e->bytes_workspace};
@@ -94,10 +108,15 @@ static void print_human(const char *label, const ModelSpec *m, const Setup *s,
     printf("            %-12s %14s\n", "total", a);
     if (m->raw_params <= 0) {
         gb(e->act_per_layer, a, sizeof a);
-        printf("activations %s per layer per micro-batch; %d layer%s on the first stage x %d in "
+        printf("activations %s per layer per micro-batch; %d layer%s on %s x %d in "
                "flight%s%s\n", a, e->layers_per_stage, e->layers_per_stage == 1 ? "" : "s",
+               staged ? (e->stage == s->pp - 1 ? "this stage, with the head,"
+                                               : "this stage, with its input,")
+                      : "the first stage",
                e->in_flight, s->recompute == RECOMPUTE_FULL ? " + 1 layer recomputed" : "",
-               s->recipe == RECIPE_COURSE
+               staged ? (s->tp > 1 ? " (one gpt_acts_alloc set each, on each TP rank)"
+                                   : " (one gpt_acts_alloc set each)")
+               : s->recipe == RECIPE_COURSE
                    ? (s->tp > 1 ? " (as gpt_alloc_acts allocates them, on each TP rank)"
                                 : " (as gpt_alloc_acts allocates them)")
                : s->pp <= 1 ? " + head (norm, LM-head inputs, fp32 logits)" : "");
@@ -172,7 +191,7 @@ int main(int argc, char **argv) {
     double raw_params = 0;
     int layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
     int micro_batch = 1, dp = 1, tp = 1, pp = 1, zero = 0, microbatches = 0, sp = 0, gpus = 0;
-    int json = 0;
+    int json = 0, stage = 0;
     size_t device_mem = (size_t)80e9;
     Flag flags[] = {
         F_CHOICE("--preset", &preset, MM_PRESETS, "model; the size flags below override it"),
@@ -197,6 +216,7 @@ int main(int argc, char **argv) {
         F_INT("--zero", &zero, 0, 3, "ZeRO stage over the DP ranks: 1 optimizer, 2 +grads, 3 +weights"),
         F_INT("--microbatches", &microbatches, 0, 1 << 20, "micro-batches per step per pipeline (0 = --pp)"),
         F_CHOICE("--schedule", &schedule, "1f1b|gpipe", "pipeline schedule: in-flight micro-batches min(p,m) or m"),
+        F_INT("--stage", &stage, 0, 1 << 16, "--recipe course with --pp > 1: the pipeline stage to report (0..pp-1; in flight 1F1B min(pp - stage, m), GPipe m)"),
         F_BYTES("--device-mem", &device_mem, 1, 1e18, "device capacity per GPU (80GB: H100)"),
         F_INT("--gpus", &gpus, 0, 1 << 20, "find the smallest sharding of this many GPUs that fits (0 = off)"),
         F_BOOL("--json", &json, "print one JSON object instead of the table"),
@@ -231,6 +251,10 @@ int main(int argc, char **argv) {
     s.dp = dp; s.tp = tp; s.pp = pp; s.zero = zero;
     s.microbatches = microbatches;
     s.gpipe = strcmp(schedule, "gpipe") == 0;
+    s.stage = stage;
+    int stage_given = 0;
+    for (int i = 0; i < nf; i++)
+        if (strcmp(flags[i].name, "--stage") == 0) stage_given = flags[i].given;
 
     // Cross-flag checks, before any arithmetic.
     if (m.hidden % m.heads)
@@ -248,16 +272,17 @@ int main(int argc, char **argv) {
     }
     if (s.recipe == RECIPE_COURSE) {
         // The course recipe describes this repository's code, which has none of these
-        // (yet): no other block, no other optimizer, no PP, no recompute, no dropout.
+        // (yet): no other block, no other optimizer, no recompute, no dropout.
         if (m.arch != ARCH_GPT || m.ffn != 4 * m.hidden || m.kv_heads != m.heads)
             flags_fail("--recipe course describes this code's GPT (--arch gpt, --ffn 4h, no GQA)");
         if (s.optim != OPTIM_ADAMW)
             flags_fail("--recipe course: this code's optimizer is AdamW (--optimizer adamw)");
         // Tensor parallelism (stage 04) it has: --tp divides the heads (checked above),
         // and SP splits the micro-batch's tokens evenly over the TP ranks.
-        if (pp > 1)
-            flags_fail("--recipe course: this code has no pipeline parallelism yet (--pp 1; "
-                       "stage 05)");
+        // Pipeline parallelism (stage 05, one chunk per rank): --pp <= --layers
+        // (checked above), one stage reported.
+        if (stage >= pp)
+            flags_fail("--stage %d outside --pp %d (the stages are 0..%d)", stage, pp, pp - 1);
         if (sp && tp < 2)
             flags_fail("--sp needs --tp > 1 with --recipe course (sequence parallelism splits "
                        "the tokens over the tensor-parallel ranks)");
@@ -270,11 +295,15 @@ int main(int argc, char **argv) {
         if (strcmp(dropout, "on") == 0)
             flags_fail("--dropout on: this code's GPT has no dropout (--recipe course)");
         m.dropout = 0;
+    } else if (stage_given) {
+        flags_fail("--stage needs --recipe course (the other recipes give the first stage)");
     }
     s.seq = m.seq;
 
     if (strcmp(sweep, "seq") == 0) {
         if (raw_params > 0) flags_fail("--sweep seq needs an architecture, not --params");
+        if (s.recipe == RECIPE_COURSE && pp > 1)
+            flags_fail("--sweep seq: --recipe course gives the whole model (--pp 1)");
         sweep_seq(&m, &s);
         return 0;
     }

@@ -11,8 +11,9 @@
 //                   layout of this course's own GPT (common/model.c, gpt_alloc_acts).
 //
 //   memory_plan.c   everything around them: presets, recipe names, the whole per-GPU
-//                   estimate (mm_estimate), the allocation-order OOM prediction and the
-//                   search for the smallest sharding that fits.
+//                   estimate (mm_estimate), the allocation-order OOM prediction, the
+//                   search for the smallest sharding that fits, and the course's GPT cut
+//                   into pipeline stages (stage 05: one stage's weights and activations).
 //
 // Units: bytes, as doubles (exact for integers below 2^53 = 9.0e15, far above any
 // per-GPU figure here); GB = 1e9 bytes as in the papers.
@@ -82,7 +83,11 @@ typedef struct {
     int dp, tp, pp;      // data, tensor, pipeline parallel degrees
     int zero;            // ZeRO stage 0..3 over the dp ranks
     int microbatches;    // m: micro-batches per step per pipeline (0 = pp, enough for 1F1B)
-    int gpipe;           // 1: GPipe keeps all m in flight; 0: 1F1B keeps min(p, m)
+    int gpipe;           // 1: GPipe keeps all m in flight; 0: 1F1B keeps min(p, m) on the
+                         // first stage (min(p - s, m) on stage s)
+    int stage;           // the course recipe with pp > 1: the pipeline stage mm_estimate
+                         // reports, 0..pp-1 (-1, or any number outside: the busiest, the
+                         // stage with the largest total). The other recipes: the first.
 } Setup;
 
 // ----------------------------------------------------------------- the formulas
@@ -131,7 +136,8 @@ typedef struct {
     double bytes_workspace;     // course recipe only: gradient scratch (MEM_WORKSPACE)
     double bytes_total;         // params + grads + optimizer + activations + workspace
     double act_per_layer;       // one layer, one micro-batch
-    int layers_per_stage, in_flight;
+    int layers_per_stage, in_flight;  // of the stage reported
+    int stage;                  // the pipeline stage reported (0 unless course with pp > 1)
 } MemEstimate;
 
 MemEstimate mm_estimate(const ModelSpec *m, const Setup *s);
@@ -152,14 +158,48 @@ double mm_course_workspace_bytes(const ModelSpec *m, int B, int T, int tp, int s
 // replicated). tp = 1: mm_param_count's GPT count.
 double mm_course_params_per_rank(const ModelSpec *m, int tp);
 
+// ---- this course's GPT cut into `pp` pipeline stages (stage 05, one chunk per rank)
+// mm_estimate uses these for the course recipe when pp > 1 (pp = 1 keeps the whole-model
+// functions above). Stages are numbered 0..pp-1 and need pp <= L.
+
+// Layers [*l0, *l1) of stage `stage` of `pp`: consecutive, as even as they can be, the
+// first L mod pp stages one layer more (05_pipeline's pp_layers): 8 over 3 is 3, 3, 2.
+void mm_stage_layers(int L, int pp, int stage, int *l0, int *l1);
+
+// Micro-batches whose activations stage `stage` of s->pp holds at its peak (stage 05's
+// sched_max_in_flight): GPipe all m; 1F1B min(pp - stage, m) -- the first stage pp, the
+// last one. m = s->microbatches, or pp when 0. Stage 0: mm_in_flight.
+int mm_stage_in_flight(const Setup *s, int stage);
+
+// What stage `stage` of `pp` charges to MEM_ACTIVATIONS at its peak, on one of `tp`
+// tensor-parallel ranks (SP when `sp`): `in_flight` micro-batches of (B, T), each one
+// gpt_acts_alloc set,
+//   in_flight x [4 x (Nl*C + Ls*layer + head) + 2 x 4 x N]   bytes
+// with N = B*T, Nl = N/t with SP (else N), Ls = l1 - l0 its layers, layer = Nl(4C + 4) +
+// 12N*C/t + B*(NH/t)*T^2 floats (mm_course_act_bytes' layer) and, on the last stage only,
+// head = Nl(C + 2) + N*ceil(V/t) + N (+ 2N when t > 1) floats: ln_f, the logits, the
+// losses, the vocab-parallel statistics. Nl*C is the embedding's output on stage 0, the
+// received input on the others; the int32 tokens and targets come with every set.
+// pp = 1, in_flight = 1: mm_course_act_bytes.
+double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp, int pp,
+                                 int stage, int in_flight);
+
+// The parameters stage `stage` of `pp` holds on one of `tp` ranks (gpt_fill_slices_part):
+//   Ls x ((12C^2 + 7C)/t + 6C)            its layers
+//   + ceil(V/t) x C + seq x C             stage 0: wte and wpe
+//   + 2C + ceil(V/t) x C                  the last stage: ln_f and a copy of wte (the tied
+//                                         LM head, kept equal to stage 0's)
+// With pp = 1 the one stage holds wte once: mm_course_params_per_rank.
+double mm_course_stage_params(const ModelSpec *m, int tp, int pp, int stage);
+
 // In the order a framework allocates (weights, gradients, optimizer, activations),
 // the first category that does not fit in `capacity` bytes; NULL if all fit.
 const char *mm_first_oom(const MemEstimate *e, double capacity);
 
 // Smallest sharding of `gpus` GPUs that fits `capacity`: fewest model-parallel ranks
 // (tp*pp), then the lowest ZeRO stage, then TP before PP. Keeps the recipe, batch,
-// recompute and SP of `base` (the course recipe: TP only, as this code has no PP yet).
-// Returns 0 and fills *out (and *est) when one fits.
+// recompute, SP and schedule of `base` (the course recipe: its busiest pipeline stage
+// must fit, out->stage = -1). Returns 0 and fills *out (and *est) when one fits.
 int mm_find_fit(const ModelSpec *m, const Setup *base, int gpus, double capacity, Setup *out,
                 MemEstimate *est);
 

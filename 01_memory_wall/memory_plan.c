@@ -1,5 +1,6 @@
 // memory_plan.c — what surrounds the formulas: presets, names, the per-GPU
-// estimate, the allocation-order OOM prediction, the smallest sharding that fits.
+// estimate, the allocation-order OOM prediction, the smallest sharding that fits,
+// and the course's GPT over pipeline stages (stage 05).
 //
 // Nothing here is an exercise; it composes the functions of memory_model.c.
 #include <math.h>
@@ -30,7 +31,7 @@ int mm_preset(const char *name, ModelSpec *out) {
 Setup mm_default_setup(const ModelSpec *m) {
     Setup s = {.recipe = RECIPE_MIXED_BF16, .optim = OPTIM_ADAMW, .micro_batch = 1,
                .seq = m->seq, .recompute = RECOMPUTE_NONE, .sp = 0, .dp = 1, .tp = 1, .pp = 1,
-               .zero = 0, .microbatches = 0, .gpipe = 0};
+               .zero = 0, .microbatches = 0, .gpipe = 0, .stage = 0};
     return s;
 }
 
@@ -122,15 +123,81 @@ double mm_course_params_per_rank(const ModelSpec *m, int tp) {
     return Vl * C + (double)m->seq * C + L * ((12 * C * C + 7 * C) / t + 6 * C) + 2 * C;
 }
 
+// ---------------------------------------------------------------- the course over stages
+//
+// Stage 05 cuts this GPT into p stages of consecutive layers (05_pipeline/pipe_model.c,
+// pp_layers); each stage is a GPT of its own (common/model.h's GPTPart) holding its
+// layers' weights, stage 0 also wte and wpe, the last stage also ln_f and a copy of wte
+// (the tied LM head). Its engine allocates one gpt_acts_alloc set per micro-batch at
+// the micro-batch's receive or forward and frees it at its backward, so a stage's
+// activation peak is (micro-batches in flight) x (one set). The gradient workspace is
+// one per stage and sized by B, T, t and SP only: mm_course_workspace_bytes on every
+// stage. The messages in flight are charged to MEM_COMM, which no recipe here counts.
+
+void mm_stage_layers(int L, int pp, int stage, int *l0, int *l1) {
+    int p = pp > 0 ? pp : 1, base = L / p, extra = L % p;
+    *l0 = stage * base + (stage < extra ? stage : extra);
+    *l1 = *l0 + base + (stage < extra);
+}
+
+// 1F1B: stage s runs p - s forwards before its first backward (the warm-up), then one
+// backward per forward, so p - s micro-batches are in flight at most (fewer if m is
+// smaller); GPipe runs every forward first.
+int mm_stage_in_flight(const Setup *s, int stage) {
+    int p = s->pp > 0 ? s->pp : 1;
+    int mb = s->microbatches > 0 ? s->microbatches : p, left = p - stage;
+    return s->gpipe ? mb : (mb < left ? mb : left);
+}
+
+double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp, int pp,
+                                 int stage, int in_flight) {
+    int p = pp > 0 ? pp : 1, l0, l1;
+    mm_stage_layers(m->layers, p, stage, &l0, &l1);
+    double t = tp > 0 ? tp : 1, N = (double)B * T, Nl = sp && t > 1 ? N / t : N;
+    double C = m->hidden, Cl = C / t, NHl = m->heads / t, Vl = ceil(m->vocab / t);
+    double layer = Nl * (4 * C + 4) + N * 12 * Cl + (double)B * NHl * T * T;
+    double head = stage == p - 1 ? Nl * (C + 2) + N * Vl + N + (t > 1 ? 2 * N : 0) : 0;
+    double floats = Nl * C + (l1 - l0) * layer + head;  // the input, the layers, the head
+    return in_flight * (4.0 * floats + 2.0 * sizeof(int) * N);
+}
+
+double mm_course_stage_params(const ModelSpec *m, int tp, int pp, int stage) {
+    int p = pp > 0 ? pp : 1, l0, l1;
+    mm_stage_layers(m->layers, p, stage, &l0, &l1);
+    double t = tp > 0 ? tp : 1, C = m->hidden, Vl = ceil(m->vocab / t);
+    int first = stage == 0, last = stage == p - 1;
+    double n = (l1 - l0) * ((12 * C * C + 7 * C) / t + 6 * C);
+    if (first || last) n += Vl * C;     // wte on stage 0, its copy on the last: once if p = 1
+    if (first) n += (double)m->seq * C;  // wpe
+    if (last) n += 2 * C;                // ln_f
+    return n;
+}
+
 MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
     MemEstimate e;
     memset(&e, 0, sizeof e);
     int mp = (s->tp > 0 ? s->tp : 1) * (s->pp > 0 ? s->pp : 1);
+    int have_arch = !(m->raw_params > 0);
+    // The course recipe over pipeline stages: one stage's numbers, the one asked for or
+    // the busiest (the largest total; the first of equals).
+    int staged = s->recipe == RECIPE_COURSE && have_arch && s->pp > 1;
+    if (staged && (s->stage < 0 || s->stage >= s->pp)) {
+        Setup k = *s;
+        for (k.stage = 0; k.stage < s->pp; k.stage++) {
+            MemEstimate x = mm_estimate(m, &k);
+            if (k.stage == 0 || x.bytes_total > e.bytes_total) e = x;
+        }
+        return e;
+    }
+    int stage = staged ? s->stage : 0;
+    e.stage = stage;
     e.params = mm_param_count(m);
     // The course recipe splits exactly as stage 04's code does (what stays whole is
-    // counted on every rank); the others approximate with an even split.
-    int have_arch = !(m->raw_params > 0);
-    if (s->recipe == RECIPE_COURSE && have_arch)
+    // counted on every rank), and stage 05's over stages; the others approximate with
+    // an even split.
+    if (staged)
+        e.params_per_gpu = mm_course_stage_params(m, s->tp, s->pp, stage);
+    else if (s->recipe == RECIPE_COURSE && have_arch)
         e.params_per_gpu = mm_course_params_per_rank(m, s->tp);
     else
         e.params_per_gpu = ceil(e.params / mp);
@@ -139,7 +206,16 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
     e.bytes_params = ms.params;
     e.bytes_grads = ms.grads;
     e.bytes_optimizer = ms.optimizer;
-    if (have_arch) {
+    if (staged) {
+        int l0, l1;
+        mm_stage_layers(m->layers, s->pp, stage, &l0, &l1);
+        e.act_per_layer = mm_act_bytes_per_layer(m, s);
+        e.layers_per_stage = l1 - l0;
+        e.in_flight = mm_stage_in_flight(s, stage);
+        e.bytes_activations = mm_course_stage_act_bytes(m, s->micro_batch, s->seq, s->tp, s->sp,
+                                                        s->pp, stage, e.in_flight);
+        e.bytes_workspace = mm_course_workspace_bytes(m, s->micro_batch, s->seq, s->tp, s->sp);
+    } else if (have_arch) {
         e.act_per_layer = mm_act_bytes_per_layer(m, s);
         e.bytes_activations = mm_act_bytes_model(m, s);
         e.layers_per_stage = mm_layers_per_stage(m, s);
@@ -179,13 +255,14 @@ int mm_find_fit(const ModelSpec *m, const Setup *base, int gpus, double capacity
                 int pp = mp / tp;
                 if (have_arch && pp > m->layers) continue;
                 // This code has TP (stage 04), with SP only over whole token shares,
-                // and no PP yet (stage 05).
-                if (base->recipe == RECIPE_COURSE &&
-                    (pp > 1 || (base->sp && ((long)base->micro_batch * base->seq) % tp)))
+                // and PP (stage 05), whose busiest stage must fit.
+                if (base->recipe == RECIPE_COURSE && base->sp &&
+                    ((long)base->micro_batch * base->seq) % tp)
                     continue;
                 Setup s = *base;
                 s.tp = tp;
                 s.pp = pp;
+                if (base->recipe == RECIPE_COURSE) s.stage = -1;
                 s.dp = gpus / mp;
                 s.zero = zero;
                 MemEstimate e = mm_estimate(m, &s);

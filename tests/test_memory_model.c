@@ -570,8 +570,7 @@ static void test_course_pp(TestState *ts) {
     MemEstimate e = mm_estimate(m, &s);
     test_report(ts, e.stage == 1 && e.in_flight == 3 && e.layers_per_stage == 2 &&
                     near(e.params_per_gpu, 25408, 0) && near(e.bytes_activations, 3 * 72320, 0) &&
-                    near(e.bytes_workspace, 4 * (14 * 32 * 16 + 2 * 4 * 64), 0) &&
-                    near(e.params, 103904, 0),
+                    near(e.bytes_workspace, 4 * (14 * 32 * 16 + 2 * 4 * 64), 0),
                 "plan.course_pp_estimate", "stage %d: %d layers, %d in flight, %.0f params, "
                 "activations %.0f B (want 216960), workspace %.0f B (want 30720)", e.stage,
                 e.layers_per_stage, e.in_flight, e.params_per_gpu, e.bytes_activations,
