@@ -48,16 +48,18 @@ int sched_check(const PPSchedule *S, char *err, size_t n) {
     int *seq = calloc(total + 1, sizeof *seq), *peer = calloc(total + 1, sizeof *peer);
     int *recv_at = malloc(((size_t)p * 2 * cells + 1) * sizeof *recv_at);
     int *fwd = malloc((cells + 1) * sizeof *fwd), *bwd = malloc((cells + 1) * sizeof *bwd);
+    int *wgt = malloc((cells + 1) * sizeof *wgt);  // the weight pass (a whole backward counts)
     int *sent_count = calloc((size_t)p * p + 1, sizeof *sent_count);
     int *recv_count = calloc((size_t)p * p + 1, sizeof *recv_count);
     int *pc = calloc((size_t)p + 1, sizeof *pc);
-    CHECK(seq && peer && recv_at && fwd && bwd && sent_count && recv_count && pc, "out of memory");
+    CHECK(seq && peer && recv_at && fwd && bwd && wgt && sent_count && recv_count && pc,
+          "out of memory");
     for (size_t i = 0; i < (size_t)p * 2 * cells; i++) recv_at[i] = -1;
     char what[160], other[160];
 
     // 1. Each rank's own list.
     for (int s = 0; s < p; s++) {
-        for (size_t c = 0; c < cells; c++) fwd[c] = bwd[c] = -1;
+        for (size_t c = 0; c < cells; c++) fwd[c] = bwd[c] = wgt[c] = -1;
         for (int i = 0; i < S->n[s]; i++) {
             const PPAction *a = &S->acts[s][i];
             if (a->op < 0 || a->op >= PP_OPS || a->mb < 0 || a->mb >= m || a->chunk < 0 ||
@@ -85,12 +87,19 @@ int sched_check(const PPSchedule *S, char *err, size_t n) {
                     FAIL("rank %d, action %d: %s before any receive of its input", s, i, what);
                 fwd[cell] = i;
                 break;
-            case PP_BACKWARD:
+            case PP_BACKWARD: case PP_BACKWARD_INPUT:
                 if (bwd[cell] >= 0) FAIL("rank %d, action %d: a second %s", s, i, what);
                 if (fwd[cell] < 0) FAIL("rank %d, action %d: %s before its forward", s, i, what);
                 if (!last && *rg < 0)
                     FAIL("rank %d, action %d: %s before any receive of its gradient", s, i, what);
                 bwd[cell] = i;
+                if (a->op == PP_BACKWARD) wgt[cell] = i;
+                break;
+            case PP_BACKWARD_WEIGHT:
+                if (wgt[cell] >= 0) FAIL("rank %d, action %d: a second %s", s, i, what);
+                if (bwd[cell] < 0)
+                    FAIL("rank %d, action %d: %s before its input-gradient pass", s, i, what);
+                wgt[cell] = i;
                 break;
             case PP_SEND_ACT: case PP_SEND_GRAD: {
                 int act = a->op == PP_SEND_ACT;
@@ -111,6 +120,8 @@ int sched_check(const PPSchedule *S, char *err, size_t n) {
             if (v > 1) snprintf(ch, sizeof ch, " (chunk %d)", c);
             if (fwd[cell] < 0) FAIL("rank %d never runs the forward of micro-batch %d%s", s, mb, ch);
             if (bwd[cell] < 0) FAIL("rank %d never runs the backward of micro-batch %d%s", s, mb, ch);
+            if (wgt[cell] < 0)
+                FAIL("rank %d never runs the weight-gradient pass of micro-batch %d%s", s, mb, ch);
         }
     }
 
@@ -168,7 +179,7 @@ int sched_check(const PPSchedule *S, char *err, size_t n) {
         for (int s = 0; s < p; s++) {
             while (pc[s] < S->n[s]) {
                 const PPAction *a = &S->acts[s][pc[s]];
-                if (a->op == PP_FORWARD || a->op == PP_BACKWARD) {
+                if (a->op == PP_FORWARD || a->op == PP_BACKWARD || a->op == PP_BACKWARD_INPUT) {
                     int act = a->op == PP_FORWARD;
                     int need = act ? !pp_is_first(S, s, a->chunk) : !pp_is_last(S, s, a->chunk);
                     if (need) {
@@ -208,7 +219,7 @@ int sched_check(const PPSchedule *S, char *err, size_t n) {
     }
     rc = 0;
 out:
-    free(seq); free(peer); free(recv_at); free(fwd); free(bwd);
+    free(seq); free(peer); free(recv_at); free(fwd); free(bwd); free(wgt);
     free(sent_count); free(recv_count); free(pc);
     return rc;
 }

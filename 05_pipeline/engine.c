@@ -91,9 +91,11 @@ float pipe_run(Pipe *P, const int *tokens, const int *targets) {
         if (i == P->kill_at) raise(SIGKILL);  // fault test: a rank dies mid-pipeline
         double t0 = now_seconds();
         pipe_step(P, a, tokens, targets);
-        if (P->tl && (a->op == PP_FORWARD || a->op == PP_BACKWARD)) {
-            char name[32];  // "F3", "B3"; with chunks "F3.1"
-            int k = snprintf(name, sizeof name, "%c%d", a->op == PP_FORWARD ? 'F' : 'B', a->mb);
+        if (P->tl && (a->op == PP_FORWARD || a->op == PP_BACKWARD || a->op == PP_BACKWARD_INPUT ||
+                      a->op == PP_BACKWARD_WEIGHT)) {
+            char name[32];  // "F3", "B3", "W3"; with chunks "F3.1"
+            char letter = a->op == PP_FORWARD ? 'F' : a->op == PP_BACKWARD_WEIGHT ? 'W' : 'B';
+            int k = snprintf(name, sizeof name, "%c%d", letter, a->mb);
             if (P->v > 1) snprintf(name + k, sizeof name - k, ".%d", a->chunk);
             timeline_span(P->tl, TL_COMPUTE, name, t0, now_seconds());
         }

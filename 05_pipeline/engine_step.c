@@ -16,6 +16,18 @@ static void activations_for(Pipe *P, PPSlot *x, GPT *g, const int *tokens, const
     gpt_set_batch(g, tokens, targets, P->B, P->T);
 }
 
+static size_t keep_bytes(const Pipe *P, const GPT *g) {
+    return gpt_keep_floats(g, g->l0, g->l1, P->B, P->T) * sizeof(float);
+}
+
+// The end of a micro-batch on this chunk: its output must have left before its
+// activations go.
+static void release(Pipe *P, PPSlot *x, GPT *g) {
+    if (x->send_act) pipe_wait(P, &x->send_act);
+    gpt_acts_free(g, &x->acts);
+    g->acts = x->acts;
+}
+
 void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets) {
     int c = a->chunk, s = P->pp->rank, B = P->B, T = P->T;
     int first = pp_is_first(P->S, s, c), last = pp_is_last(P->S, s, c);
@@ -47,23 +59,32 @@ void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets
         x->recv_grad = comm_irecv(P->comm, P->pp, pipe_peer(P, c, 1), x->grad, bytes, RECV_COPY,
                                   DT_F32);
         break;
-    case PP_BACKWARD:
+    case PP_BACKWARD: case PP_BACKWARD_INPUT:
         if (x->recv_grad) pipe_wait(P, &x->recv_grad);
         g->acts = x->acts;
         if (last) {  // the loss of this micro-batch is 1/m of the step's
             x->grad = mem_alloc(g->ctx, MEM_COMM, bytes);
             gpt_head_backward(g, gpt_layer_output(g, g->l1 - 1), x->grad, 1.0f / P->m, B, T);
         }
-        gpt_blocks_backward(g, g->acts.encoded, x->grad, g->l0, g->l1, B, T);
+        if (a->op == PP_BACKWARD) {
+            gpt_blocks_backward(g, g->acts.encoded, x->grad, g->l0, g->l1, B, T);
+        } else {  // zero-bubble: the weights' gradients wait, kept, for the weight pass
+            x->keep = mem_alloc(g->ctx, MEM_ACTIVATIONS, keep_bytes(P, g));
+            gpt_blocks_backward_input(g, g->acts.encoded, x->grad, g->l0, g->l1, B, T, x->keep);
+        }
         if (first) {
             gpt_embed_backward(g, x->grad, B, T);
             mem_free(g->ctx, MEM_COMM, x->grad, bytes);
             x->grad = NULL;
         }
-        // Its output must have left before its activations go.
-        if (x->send_act) pipe_wait(P, &x->send_act);
-        gpt_acts_free(g, &x->acts);
+        if (a->op == PP_BACKWARD) release(P, x, g);
+        break;
+    case PP_BACKWARD_WEIGHT:
         g->acts = x->acts;
+        gpt_blocks_backward_weight(g, g->acts.encoded, g->l0, g->l1, B, T, x->keep);
+        mem_free(g->ctx, MEM_ACTIVATIONS, x->keep, keep_bytes(P, g));
+        x->keep = NULL;
+        release(P, x, g);
         break;
     case PP_SEND_GRAD:
         x->send_grad = comm_isend(P->comm, P->pp, pipe_peer(P, c, 0), x->grad, bytes);

@@ -24,6 +24,7 @@ typedef struct {
     CommRequest *recv_act;  // the input's receive, until the forward waits for it
     CommRequest *send_act;  // the output's send, until the backward frees the activations
     float *grad;            // (N, C) the gradient at the chunk's output, then at its input
+    float *keep;            // zero-bubble: what the weight pass needs, from B to W
     CommRequest *recv_grad, *send_grad;
 } PPSlot;
 

@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
         F_INT_SENTINEL("--pp", &pp, 1, PP_MAX_STAGES, "0 = the ranks / --tp", "pipeline stages"),
         F_INT("--tp", &tp, 1, COMM_MAX_RANKS, "tensor-parallel ranks inside each stage"),
         F_BOOL("--sp", &sp, "sequence parallelism inside each stage (with --tp >= 2)"),
-        F_CHOICE("--schedule", &sched, "gpipe|1f1b|interleaved", "the pipeline schedule"),
+        F_CHOICE("--schedule", &sched, "gpipe|1f1b|interleaved|zb-h1", "the pipeline schedule"),
         F_INT("--chunks", &chunks, 1, PP_MAX_CHUNKS, "model chunks per rank (interleaved: >= 2)"),
         F_CHOICE("--algo", &algo, "ring|naive|mpi", "the host collectives (mpi: under mpirun)"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
@@ -67,6 +67,8 @@ int main(int argc, char **argv) {
     if (kind == SCHED_INTERLEAVED && chunks == 1) chunks = 2;
     if (pp_error(&cfg, pp, chunks, err, sizeof err)) flags_fail("%s", err);
     if (gpt_tp_error(&cfg, tp, sp, a.batch, cfg.seq_len, err, sizeof err)) flags_fail("%s", err);
+    if (kind == SCHED_ZB_H1 && tp > 1)
+        flags_fail("--schedule zb-h1 splits the backward of the serial layers: not with --tp %d", tp);
     PPSchedule *S = sched_build(kind, pp, a.accum, chunks, err, sizeof err);
     if (!S) flags_fail("%s (--grad-accum is the number of micro-batches)", err);
     if (sched_check(S, err, sizeof err)) flags_fail("the %s schedule is not sound: %s", sched, err);

@@ -7,7 +7,7 @@
 #include "check.h"
 #include "schedule.h"
 
-static const char *const names[SCHED_COUNT] = {"gpipe", "1f1b", "interleaved"};
+static const char *const names[SCHED_COUNT] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
 
 const char *sched_name(SchedKind k) { return k >= 0 && k < SCHED_COUNT ? names[k] : "?"; }
 
@@ -42,6 +42,7 @@ PPSchedule *sched_build(SchedKind k, int p, int m, int v, char *err, size_t n) {
     S->v = v;
     if (k == SCHED_GPIPE) sched_gpipe(S);
     else if (k == SCHED_1F1B) sched_1f1b(S);
+    else if (k == SCHED_ZB_H1) sched_zb_h1(S);
     else sched_interleaved(S);
     return S;
 }
@@ -84,6 +85,12 @@ void pp_backward_with(PPSchedule *S, int s, int mb, int chunk) {
     if (!pp_is_first(S, s, chunk)) pp_push(S, s, PP_SEND_GRAD, mb, chunk);
 }
 
+void pp_backward_input_with(PPSchedule *S, int s, int mb, int chunk) {
+    if (!pp_is_last(S, s, chunk)) pp_push(S, s, PP_RECV_GRAD, mb, chunk);
+    pp_push(S, s, PP_BACKWARD_INPUT, mb, chunk);
+    if (!pp_is_first(S, s, chunk)) pp_push(S, s, PP_SEND_GRAD, mb, chunk);
+}
+
 void pp_action_str(const PPSchedule *S, int s, const PPAction *a, char *buf, size_t n) {
     char ch[24] = "";
     if (S->v > 1) snprintf(ch, sizeof ch, " (chunk %d)", a->chunk);
@@ -91,6 +98,12 @@ void pp_action_str(const PPSchedule *S, int s, const PPAction *a, char *buf, siz
     switch (a->op) {
     case PP_FORWARD: snprintf(buf, n, "forward of micro-batch %d%s", a->mb, ch); return;
     case PP_BACKWARD: snprintf(buf, n, "backward of micro-batch %d%s", a->mb, ch); return;
+    case PP_BACKWARD_INPUT:
+        snprintf(buf, n, "input-gradient pass of micro-batch %d%s", a->mb, ch);
+        return;
+    case PP_BACKWARD_WEIGHT:
+        snprintf(buf, n, "weight-gradient pass of micro-batch %d%s", a->mb, ch);
+        return;
     case PP_SEND_ACT: case PP_RECV_GRAD: pp_where(S, k + 1, &peer, &pc); break;
     default: pp_where(S, k - 1, &peer, &pc); break;
     }
@@ -114,7 +127,7 @@ int sched_max_in_flight(const PPSchedule *S, int s) {
     int now = 0, most = 0;
     for (int i = 0; i < S->n[s]; i++) {
         if (S->acts[s][i].op == PP_FORWARD && ++now > most) most = now;
-        if (S->acts[s][i].op == PP_BACKWARD) now--;
+        if (S->acts[s][i].op == PP_BACKWARD || S->acts[s][i].op == PP_BACKWARD_WEIGHT) now--;
     }
     return most;
 }

@@ -13,6 +13,9 @@
 //                        from the previous virtual stage
 //   SEND_GRAD/RECV_GRAD  the gradient at chunk c's input / output, to the previous /
 //                        from the next virtual stage
+//   BACKWARD_INPUT mb c  a zero-bubble schedule's backward in two: the input
+//   BACKWARD_WEIGHT mb c gradient (what the previous stage waits for), and the
+//                        weight gradients, which nobody waits for
 //
 // The generators (schedule.c: GPipe; sched_1f1b.c; sched_interleaved.c) write
 // them; the checker (checker.c) proves a schedule sound before it runs; the
@@ -25,7 +28,10 @@
 #define PP_MAX_STAGES 64
 
 typedef enum {
-    PP_FORWARD = 0, PP_BACKWARD, PP_SEND_ACT, PP_RECV_ACT, PP_SEND_GRAD, PP_RECV_GRAD, PP_OPS
+    PP_FORWARD = 0, PP_BACKWARD, PP_SEND_ACT, PP_RECV_ACT, PP_SEND_GRAD, PP_RECV_GRAD,
+    PP_BACKWARD_INPUT,   // zero-bubble: the backward's input-gradient pass (B) ...
+    PP_BACKWARD_WEIGHT,  // ... and its weight-gradient pass (W), any time later
+    PP_OPS
 } PPOp;
 
 typedef struct {
@@ -42,8 +48,8 @@ typedef struct {
     int cap[PP_MAX_STAGES];         // room allocated (pp_push grows it)
 } PPSchedule;
 
-typedef enum { SCHED_GPIPE = 0, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_COUNT } SchedKind;
-const char *sched_name(SchedKind k);              // "gpipe", "1f1b", "interleaved"
+typedef enum { SCHED_GPIPE = 0, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_COUNT } SchedKind;
+const char *sched_name(SchedKind k);              // "gpipe", "1f1b", "interleaved", "zb-h1"
 int sched_parse(const char *s, SchedKind *out);   // 0 on success
 
 // Builds the schedule of kind k for p ranks, m micro-batches, v chunks per rank
@@ -56,6 +62,7 @@ void sched_free(PPSchedule *S);
 void sched_gpipe(PPSchedule *S);
 void sched_1f1b(PPSchedule *S);
 void sched_interleaved(PPSchedule *S);
+void sched_zb_h1(PPSchedule *S);
 
 // Helpers for generators. pp_push appends an action to rank s. The *_with
 // functions append a compute action with its transfers around it: a forward
@@ -65,6 +72,8 @@ void sched_interleaved(PPSchedule *S);
 void pp_push(PPSchedule *S, int s, PPOp op, int mb, int chunk);
 void pp_forward_with(PPSchedule *S, int s, int mb, int chunk);
 void pp_backward_with(PPSchedule *S, int s, int mb, int chunk);
+// The same with the input-gradient pass only (its weight pass is pushed apart).
+void pp_backward_input_with(PPSchedule *S, int s, int mb, int chunk);
 
 // Virtual stages: k = chunk·p + s. The neighbours of rank s's chunk c.
 int pp_vstage(const PPSchedule *S, int s, int chunk);
@@ -86,5 +95,6 @@ void pp_action_str(const PPSchedule *S, int s, const PPAction *a, char *buf, siz
 int sched_check(const PPSchedule *S, char *err, size_t n);
 
 // The most micro-batches whose activations rank s holds at once (forwarded, not
-// yet backwarded): what its activation memory is proportional to.
+// yet backwarded, or with a weight pass still to come): what its activation
+// memory is proportional to.
 int sched_max_in_flight(const PPSchedule *S, int s);

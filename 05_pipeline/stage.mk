@@ -8,7 +8,7 @@ S05 := 05_pipeline
 # them). The collectives and DDP come from stage 02's reference, tensor parallelism
 # from stage 04's (the references: this stage grades this stage's code).
 S05_OBJS := $(call stage_obj,$(S05)/sched_1f1b.c $(S05)/sched_interleaved.c $(S05)/engine_step.c) \
-            $(patsubst %,$(BUILD)/$(S05)/%.o,schedule checker engine pipe_model) \
+            $(patsubst %,$(BUILD)/$(S05)/%.o,schedule sched_zb checker engine pipe_model) \
             $(patsubst %,$(BUILD)/$(S04)/%.o,linear vocab_ce conjugate vocab_embed tp_model) \
             $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o \
             $(BUILD)/$(S02)/baseline_mpi.o

@@ -386,6 +386,91 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
     }
 }
 
+// ---------------------------------------------------------------- the backward in two passes
+
+// What the weight pass needs of each layer that the activations do not hold: the
+// gradients at the outputs of its four matmuls and two LayerNorms, per token
+// C (c_proj of the MLP) + 4C (c_fc) + C (ln_2) + C (c_proj of attention) + 3C
+// (c_attn) + C (ln_1) = 11C, in that order.
+enum { KEEP_FCPROJ = 0, KEEP_FC = 1, KEEP_LN2 = 5, KEEP_ATTPROJ = 6, KEEP_QKV = 7, KEEP_LN1 = 10,
+       KEEP_PER_TOKEN = 11 };
+
+size_t gpt_keep_floats(const GPT *g, int l0, int l1, int B, int T) {
+    return (size_t)(l1 - l0) * B * T * KEEP_PER_TOKEN * g->cfg.n_embd;
+}
+
+void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1, int B, int T,
+                               float *keep) {
+    Ctx *ctx = g->ctx;
+    const Ops *o = ctx->ops;
+    CHECK(!g->tp.ops, "the two-pass backward runs without tensor parallelism");
+    int C = g->cfg.n_embd, NH = g->cfg.n_head, N = B * T;
+    size_t NC = (size_t)N * C, bytes = NC * sizeof(float);
+    for (int l = l1 - 1; l >= l0; l--) {
+        LayerActs *a = &g->acts.layers[l];
+        const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
+        float *k = keep + (size_t)(l - l0) * NC * KEEP_PER_TOKEN;
+        use(g, 1 + l, GPT_NEED_PARAMS);
+#define W(i) param_at(g, block_slice(l, i))
+        // The same calls as gpt_blocks_backward, without the weight gradients; each
+        // gradient a weight needs is kept for the weight pass.
+        o->copy(ctx, k + KEEP_FCPROJ * NC, dx, bytes);
+        o->memset0(ctx, g->dbig, 4 * bytes);
+        o->matmul_backward(ctx, g->dbig, NULL, NULL, dx, a->fch_gelu, W(GPT_FCPROJW), N, 4 * C, C);
+        o->memset0(ctx, g->dbig2, 4 * bytes);
+        o->gelu_backward(ctx, g->dbig2, a->fch, g->dbig, 4 * NC);
+        o->copy(ctx, k + KEEP_FC * NC, g->dbig2, 4 * bytes);
+        o->memset0(ctx, g->dln, bytes);
+        o->matmul_backward(ctx, g->dln, NULL, NULL, g->dbig2, a->ln2, W(GPT_FCW), N, C, 4 * C);
+        o->copy(ctx, k + KEEP_LN2 * NC, g->dln, bytes);
+        o->layernorm_backward(ctx, dx, NULL, NULL, g->dln, a->res_att, W(GPT_LN2W), a->ln2_mean,
+                              a->ln2_rstd, N, C);
+        o->copy(ctx, k + KEEP_ATTPROJ * NC, dx, bytes);
+        o->memset0(ctx, g->datty, bytes);
+        o->matmul_backward(ctx, g->datty, NULL, NULL, dx, a->atty, W(GPT_ATTPROJW), N, C, C);
+        o->memset0(ctx, g->dqkv, 3 * bytes);
+        o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, C, NH);
+        o->copy(ctx, k + KEEP_QKV * NC, g->dqkv, 3 * bytes);
+        o->memset0(ctx, g->dln, bytes);
+        o->matmul_backward(ctx, g->dln, NULL, NULL, g->dqkv, a->ln1, W(GPT_QKVW), N, C, 3 * C);
+        o->copy(ctx, k + KEEP_LN1 * NC, g->dln, bytes);
+        o->layernorm_backward(ctx, dx, NULL, NULL, g->dln, xin, W(GPT_LN1W), a->ln1_mean,
+                              a->ln1_rstd, N, C);
+#undef W
+    }
+}
+
+void gpt_blocks_backward_weight(GPT *g, const float *x, int l0, int l1, int B, int T,
+                                const float *keep) {
+    Ctx *ctx = g->ctx;
+    const Ops *o = ctx->ops;
+    int C = g->cfg.n_embd, N = B * T;
+    size_t NC = (size_t)N * C;
+    for (int l = l1 - 1; l >= l0; l--) {
+        LayerActs *a = &g->acts.layers[l];
+        const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
+        const float *k = keep + (size_t)(l - l0) * NC * KEEP_PER_TOKEN;
+        use(g, 1 + l, GPT_NEED_PARAMS | GPT_NEED_GRADS);
+#define W(i) param_at(g, block_slice(l, i))
+#define D(i) grad_at(g, block_slice(l, i))
+        o->matmul_backward(ctx, NULL, D(GPT_FCPROJW), D(GPT_FCPROJB), k + KEEP_FCPROJ * NC,
+                           a->fch_gelu, W(GPT_FCPROJW), N, 4 * C, C);
+        o->matmul_backward(ctx, NULL, D(GPT_FCW), D(GPT_FCB), k + KEEP_FC * NC, a->ln2, W(GPT_FCW),
+                           N, C, 4 * C);
+        o->layernorm_backward(ctx, NULL, D(GPT_LN2W), D(GPT_LN2B), k + KEEP_LN2 * NC, a->res_att,
+                              W(GPT_LN2W), a->ln2_mean, a->ln2_rstd, N, C);
+        o->matmul_backward(ctx, NULL, D(GPT_ATTPROJW), D(GPT_ATTPROJB), k + KEEP_ATTPROJ * NC,
+                           a->atty, W(GPT_ATTPROJW), N, C, C);
+        o->matmul_backward(ctx, NULL, D(GPT_QKVW), D(GPT_QKVB), k + KEEP_QKV * NC, a->ln1,
+                           W(GPT_QKVW), N, C, 3 * C);
+        o->layernorm_backward(ctx, NULL, D(GPT_LN1W), D(GPT_LN1B), k + KEEP_LN1 * NC, xin,
+                              W(GPT_LN1W), a->ln1_mean, a->ln1_rstd, N, C);
+#undef W
+#undef D
+        fire_hook(g, 1 + l);
+    }
+}
+
 void gpt_embed_backward(GPT *g, const float *dx, int B, int T) {
     use(g, 0, GPT_NEED_GRADS);
     layers(g)->embed_backward(g, grad_at(g, 0), grad_at(g, 1), dx, B, T);

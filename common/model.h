@@ -291,6 +291,18 @@ void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int
 // entry and the gradient wrt x (layer l0's input) on exit.
 void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int B, int T);
 void gpt_embed_backward(GPT *g, const float *dx, int B, int T);
+// The blocks' backward in two passes (a zero-bubble pipeline, stage 05): the input
+// pass takes dx from layer l1-1's output to layer l0's input, as
+// gpt_blocks_backward does, but computes no weight gradient; instead it keeps in
+// `keep` (gpt_keep_floats floats) the gradients the weights need. The weight pass,
+// any time later while the activations are still there, adds the weight gradients
+// from them: the same calls on the same data as gpt_blocks_backward, so the same bits.
+// Serial layers only (no tensor parallelism).
+size_t gpt_keep_floats(const GPT *g, int l0, int l1, int B, int T);
+void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1, int B, int T,
+                               float *keep);
+void gpt_blocks_backward_weight(GPT *g, const float *x, int l0, int l1, int B, int T,
+                                const float *keep);
 // Output of layer l (or the embedding for l = -1): the input of layer l+1.
 const float *gpt_layer_output(const GPT *g, int l);
 

@@ -44,7 +44,8 @@ struct Ops {
     void (*matmul_forward)(Ctx *, float *out, const float *inp, const float *w,
                            const float *bias, int N, int C, int OC);
     // dinp += dout @ w; dw += dout^T @ inp; dbias += colsum(dout).
-    // dinp, dbias may be NULL (not needed).
+    // Any of dinp, dw, dbias may be NULL (not needed): a zero-bubble pipeline
+    // computes the input gradient and the weight gradients in separate passes.
     void (*matmul_backward)(Ctx *, float *dinp, float *dw, float *dbias,
                             const float *dout, const float *inp, const float *w,
                             int N, int C, int OC);
@@ -65,6 +66,8 @@ struct Ops {
     void (*layernorm_forward)(Ctx *, float *out, float *mean, float *rstd,
                               const float *inp, const float *w, const float *b,
                               int N, int C);
+    // dinp += d(out)/d(inp), dw and db += their gradients; any may be NULL, and
+    // each is the same computed alone or with the others.
     void (*layernorm_backward)(Ctx *, float *dinp, float *dw, float *db,
                                const float *dout, const float *inp, const float *w,
                                const float *mean, const float *rstd, int N, int C);

@@ -61,9 +61,9 @@ static void matmul_backward(Ctx *ctx, float *dinp, float *dw, float *dbias,
     if (dinp)  // dinp(N,C) += dout(N,OC) @ w(OC,C)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
                     1.0f, dinp, C);
-    // dw(OC,C) += dout^T(OC,N) @ inp(N,C)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C,
-                1.0f, dw, C);
+    if (dw)  // dw(OC,C) += dout^T(OC,N) @ inp(N,C)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C,
+                    1.0f, dw, C);
     if (dbias) {  // column sums, rows in order: deterministic
         for (int n = 0; n < N; n++) {
             const float *row = dout + (size_t)n * OC;
@@ -131,7 +131,7 @@ static void layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db, cons
     //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * w.
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
-        float *dx = dinp + (size_t)n * C;
+        float *dx = dinp ? dinp + (size_t)n * C : NULL;
         float m = mean[n], s = rstd[n];
         float sum_d = 0.0f, sum_dx = 0.0f;
 #pragma omp simd reduction(+ : sum_d, sum_dx)
@@ -142,12 +142,17 @@ static void layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db, cons
         }
         sum_d /= C;
         sum_dx /= C;
-        for (int c = 0; c < C; c++) {
-            float xhat = (x[c] - m) * s, d = dy[c] * w[c];
-            dw[c] += dy[c] * xhat;
-            db[c] += dy[c];
-            dx[c] += s * (d - sum_d - xhat * sum_dx);
-        }
+        // The three are independent sums: any of them may be left out (NULL), and
+        // each comes out the same bits computed alone or together.
+        if (dw)
+            for (int c = 0; c < C; c++) dw[c] += dy[c] * ((x[c] - m) * s);
+        if (db)
+            for (int c = 0; c < C; c++) db[c] += dy[c];
+        if (dinp)
+            for (int c = 0; c < C; c++) {
+                float xhat = (x[c] - m) * s, d = dy[c] * w[c];
+                dx[c] += s * (d - sum_d - xhat * sum_dx);
+            }
     }
 }
 

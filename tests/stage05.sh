@@ -11,6 +11,9 @@ for p in 1 2 3 4; do
     for s in gpipe 1f1b; do run "pp-$s-p$p" "$BUILD/tests/test_pp" --np "$p" --schedule "$s" --timeout 20; done
 done
 for p in 2 4; do run "pp-interleaved-p$p" "$BUILD/tests/test_pp" --np "$p" --schedule interleaved --timeout 20; done
+# The zero-bubble schedule: the backward in two passes, the same bits as 1F1B.
+for p in 1 2 3 4; do run "pp-zb-h1-p$p" "$BUILD/tests/test_pp" --np "$p" --schedule zb-h1 --timeout 20; done
+run pp-zb-h1-p2-dp2 "$BUILD/tests/test_pp" --np 4 --dp 2 --schedule zb-h1 --timeout 20
 # The meshes: DP x PP, TP x PP (with and without SP), and DP x TP x PP on 8 ranks,
 # against one process with dp x B rows per micro-batch (other summation orders:
 # loss 1e-5, gradients 1e-4, weights 1e-5 relative, as stage 04's tolerances).

@@ -163,6 +163,25 @@ static void test_composition(TestState *ts) {
     test_report(ts, loss2 == loss && memcmp(logits, g.acts.logits, BTV * sizeof(float)) == 0,
                 "layer_ranges.forward_bitwise", "loss %.7f vs %.7f", loss2, loss);
 
+    // The backward in two passes (input, then weights, one layer range at a time
+    // from the top) gives the fused backward's gradients, bit for bit.
+    gpt_zero_grad(&g);
+    size_t NC = (size_t)B * T * TINY.n_embd;
+    float *dx = malloc(NC * sizeof(float));
+    float *keep = malloc(gpt_keep_floats(&g, 0, 1, B, T) * sizeof(float));
+    gpt_head_backward(&g, gpt_layer_output(&g, L - 1), dx, 1.0f, B, T);
+    for (int l = L - 1; l >= 0; l--) {
+        gpt_blocks_backward_input(&g, gpt_layer_output(&g, l - 1), dx, l, l + 1, B, T, keep);
+        gpt_blocks_backward_weight(&g, gpt_layer_output(&g, l - 1), l, l + 1, B, T, keep);
+    }
+    gpt_embed_backward(&g, dx, B, T);
+    size_t diff = 0;
+    for (size_t i = 0; i < NP; i++) diff += memcmp(&g.grads[i], &full[i], sizeof(float)) != 0;
+    test_report(ts, diff == 0, "backward.two_passes_bitwise", "%zu of %zu gradients differ from "
+                "gpt_backward's", diff, NP);
+    free(dx);
+    free(keep);
+
     // Gradient accumulation: two micro-batches of B/2, each scaled 1/2, equal one
     // batch of B (up to the order of two fp32 sums: tolerance 1e-6).
     gpt_free(&g);
