@@ -43,6 +43,8 @@ typedef struct {
     PPSlot *slots;          // [mb * v + chunk] during a step
     double loss_sum;        // over the micro-batches (the last stage's)
     Timeline *tl;           // the spans of every action (may be disabled)
+    int zero1;              // ZeRO-1 over dp: each replica updates 1/dp of every chunk,
+                            // then the replicas all-gather the weights
     int kill_at;            // fault test: this rank dies (SIGKILL) at its action number
                             // kill_at of the first step (-1: never)
     TrainStrategy strategy;
@@ -79,5 +81,8 @@ void pipe_sync_embedding(Pipe *P);
 void pipe_reduce_grads(Pipe *P);
 // The global gradient norm over the pipeline (every tensor counted once).
 double pipe_grad_norm(Pipe *P);
+// AdamW on every chunk (with ZeRO-1: on this replica's shard, then the weights
+// all-gathered over dp).
+void pipe_update(Pipe *P, double norm);
 // The whole model's weights (or gradients) in the single-process layout, on every rank.
 void pipe_gather(Pipe *P, int grads, float *out);

@@ -53,7 +53,13 @@ static void pipe_build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, co
         gpt_init_part(m, ctx, cfg, seed, &part);
         if (P->tp) tp_install(m, P->tp);
         gpt_alloc_grads(m);
-        adamw_init(&P->opt[c], m, oc, 0, m->n_params);
+        if (P->zero1) {  // the moments of this replica's shard only (stage 03's ZeRO-1)
+            size_t lo, hi, d = (size_t)P->dp->size;
+            shard_range(m->n_params, P->dp->size, P->dp->rank, &lo, &hi);
+            adamw_init_padded(&P->opt[c], m, oc, lo, hi, (m->n_params + d - 1) / d);
+        } else {
+            adamw_init(&P->opt[c], m, oc, 0, m->n_params);
+        }
         ddp_init(&P->ddp[c], P->comm, P->dp, P->algo);
     }
 }
@@ -86,8 +92,17 @@ static double pipe_optimizer_step(GPT *g, void *arg) {
     Pipe *P = arg;
     pipe_reduce_grads(P);
     double norm = pipe_grad_norm(P);
-    for (int c = 0; c < P->v; c++) adamw_step(&P->opt[c], P->model[c], norm);
+    pipe_update(P, norm);
     return norm;
+}
+
+void pipe_update(Pipe *P, double norm) {
+    for (int c = 0; c < P->v; c++) {
+        GPT *m = P->model[c];
+        adamw_step(&P->opt[c], m, norm);  // with ZeRO-1: this replica's shard
+        if (P->zero1 && P->dp->size > 1)
+            all_gather(P->comm, P->dp, m->params, m->n_params, DT_F32, P->algo);
+    }
 }
 
 static void pipe_gather_params(GPT *g, float *out, void *arg) {

@@ -26,7 +26,7 @@ static void barrier(GPT *g, void *arg) {
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_default(&a);
-    int np = 1, pp = 0, tp = 1, sp = 0, chunks = 1, kill_rank = -1, kill_at = -1;
+    int np = 1, pp = 0, tp = 1, sp = 0, chunks = 1, kill_rank = -1, kill_at = -1, zero1 = 0;
     double timeout = 60;
     const char *sched = "1f1b", *algo = "ring", *transport = "shm", *trace = NULL;
     Flag flags[TRAIN_MAX_FLAGS + 12];
@@ -36,6 +36,8 @@ int main(int argc, char **argv) {
         F_INT_SENTINEL("--pp", &pp, 1, PP_MAX_STAGES, "0 = the ranks / --tp", "pipeline stages"),
         F_INT("--tp", &tp, 1, COMM_MAX_RANKS, "tensor-parallel ranks inside each stage"),
         F_BOOL("--sp", &sp, "sequence parallelism inside each stage (with --tp >= 2)"),
+        F_BOOL("--zero1", &zero1, "ZeRO-1 over the data-parallel replicas (stage 03's optimizer "
+               "sharding)"),
         F_CHOICE("--schedule", &sched, "gpipe|1f1b|interleaved|zb-h1", "the pipeline schedule"),
         F_INT("--chunks", &chunks, 1, PP_MAX_CHUNKS, "model chunks per rank (interleaved: >= 2)"),
         F_CHOICE("--algo", &algo, "ring|naive|mpi", "the host collectives (mpi: under mpirun)"),
@@ -81,10 +83,10 @@ int main(int argc, char **argv) {
                                     "for now (stage 05's GPU path is still to come)");
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
     char conf[COMM_CONFIG_BYTES];
-    snprintf(conf, sizeof conf, "--np=%d --pp=%d --tp=%d --sp=%d --schedule=%s --chunks=%d "
+    snprintf(conf, sizeof conf, "--np=%d --pp=%d --tp=%d --sp=%d --zero1=%d --schedule=%s --chunks=%d "
              "--algo=%s --preset=%s --layers=%d --width=%d --heads=%d --seq=%d --vocab=%d "
              "--batch=%d --grad-accum=%d --steps=%d --lr=%g --seed=%llu --data=%s",
-             comm_size(c), pp, tp, sp, sched, chunks, algo, a.preset, cfg.n_layer, cfg.n_embd,
+             comm_size(c), pp, tp, sp, zero1, sched, chunks, algo, a.preset, cfg.n_layer, cfg.n_embd,
              cfg.n_head, cfg.seq_len, cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.seed, a.data);
     comm_check_same_config(c, conf);
 
@@ -101,9 +103,11 @@ int main(int argc, char **argv) {
     Pipe P;
     pipe_init(&P, c, &ppg, &dpg, tp > 1 ? &tps : NULL, al, S, &tl);
     if (ctx.rank == kill_rank) P.kill_at = kill_at;
+    P.zero1 = zero1;
     char label[256];
-    snprintf(label, sizeof label, "PP %d (%s%s, %d micro-batches) x TP %d%s x DP %d", pp, sched,
-             chunks > 1 ? ", interleaved chunks" : "", a.accum, tp, sp ? " + SP" : "", dp);
+    snprintf(label, sizeof label, "PP %d (%s%s, %d micro-batches) x TP %d%s x DP %d%s", pp, sched,
+             chunks > 1 ? ", interleaved chunks" : "", a.accum, tp, sp ? " + SP" : "", dp,
+             zero1 ? " (ZeRO-1)" : "");
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
                     .local_cores = comm_local_cores(c), .data_rank = dpg.rank, .data_world = dp,
                     .label = label, .strategy = &P.strategy, .sync_params = barrier, .arg = &P};

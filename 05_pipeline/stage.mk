@@ -1,7 +1,8 @@
 # 05_pipeline/stage.mk — pipeline schedules as data, the checker, the engine; tests
 # and benchmark.
 #
-#   make stage-5     the tests (the benchmark and the Gantt charts are still to come)
+#   make stage-5     tests, the demo, the bubble and memory benchmark, the simulator and
+#                    the Gantt charts into $(RESULTS)/05_pipeline/
 #   make grade-5     the same tests against 05_pipeline/exercises/ (PART=name)
 S05 := 05_pipeline
 # sched_1f1b.c, sched_interleaved.c and engine_step.c are the exercises (EX=1 swaps
@@ -12,19 +13,26 @@ S05_OBJS := $(call stage_obj,$(S05)/sched_1f1b.c $(S05)/sched_interleaved.c $(S0
             $(patsubst %,$(BUILD)/$(S04)/%.o,linear vocab_ce conjugate vocab_embed tp_model) \
             $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o \
             $(BUILD)/$(S02)/baseline_mpi.o
-S05_BINS := $(BUILD)/pp_train $(BUILD)/tests/test_pp
+# build/pp_sim: the same generators and checker, run against a clock (no model).
+S05_SIM_OBJS := $(call stage_obj,$(S05)/sched_1f1b.c $(S05)/sched_interleaved.c) \
+                $(patsubst %,$(BUILD)/$(S05)/%.o,schedule sched_zb checker)
+S05_BINS := $(BUILD)/pp_train $(BUILD)/tests/test_pp $(BUILD)/pp_sim
 BINS += $(S05_BINS)
 
 $(BUILD)/$(S05)/%.o: CFLAGS += -I$(S02) -I$(S04) -I$(S05)
 $(BUILD)/tests/test_pp.o: CFLAGS += -I$(S02) -I$(S04) -I$(S05)
-$(filter $(BUILD)/$(S05)/%,$(S05_OBJS)) $(BUILD)/$(S05)/pp_train.o $(BUILD)/tests/test_pp.o: $(wildcard $(S05)/*.h) \
+$(filter $(BUILD)/$(S05)/%,$(S05_OBJS)) $(BUILD)/$(S05)/pp_train.o $(BUILD)/$(S05)/pp_sim.o \
+  $(BUILD)/tests/test_pp.o: $(wildcard $(S05)/*.h) \
   $(wildcard $(S04)/*.h) $(wildcard $(S02)/*.h)
 
 $(BUILD)/pp_train: $(BUILD)/$(S05)/pp_train.o $(S05_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(BUILD)/tests/test_pp: $(BUILD)/tests/test_pp.o $(S05_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/pp_sim: $(BUILD)/$(S05)/pp_sim.o $(S05_SIM_OBJS) $(CORE_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 .PHONY: stage-5
 stage-5: all
 	@BUILD=$(BUILD) bash tests/run.sh stage05
+	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash $(S05)/run_stage.sh

@@ -145,3 +145,6 @@ s5_memory_calc() {  # s5_memory_calc P SCHEDULE
 run pp-memory-calc-1f1b-p2 s5_memory_calc 2 1f1b
 run pp-memory-calc-gpipe-p3 s5_memory_calc 3 gpipe
 run pp-memory-calc-1f1b-p4 s5_memory_calc 4 1f1b
+# The 3-D mesh with ZeRO-1 over its data-parallel dimension (2 x 2 x 2 on 8 ranks).
+run pp-1f1b-p2-t2-dp2-zero1 "$BUILD/tests/test_pp" --np 8 --tp 2 --dp 2 --zero1 --schedule 1f1b \
+    --timeout 20

@@ -161,7 +161,8 @@ static void batches(int m, int B, int T, int V, int step, int *tok, int *tgt) {
 }
 
 static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorParallel *tp,
-                      SchedKind kind, int m, int v, GPTConfig cfg, int B, const char *variant) {
+                      SchedKind kind, int m, int v, GPTConfig cfg, int B, const char *variant,
+                      int zero1) {
     int p = ppg->size, s = ppg->rank, T = cfg.seq_len, V = cfg.vocab, dp = dpg->size, d = dpg->rank;
     int exact = dp == 1 && !tp;  // the same ops in the same order as one process
     char err[512], tag[64], name[128];
@@ -185,6 +186,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     ctx_init(&ctx, DEV_CPU, 1, 0);
     Pipe P;
     pipe_init(&P, c, ppg, dpg, tp, ALGO_RING, S, NULL);
+    P.zero1 = zero1;
     GPT g;
     P.strategy.build(&g, &ctx, &cfg, SEED, &oc, &P);
     size_t n = gpt_num_params(&cfg);
@@ -233,8 +235,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
                          loss, want_loss, worst, at);
             }
         }
-        double norm = pipe_grad_norm(&P);
-        for (int ch = 0; ch < P.v; ch++) adamw_step(&P.opt[ch], P.model[ch], norm);
+        pipe_update(&P, pipe_grad_norm(&P));
         adamw_step(&ropt, &ref, grad_global_norm(&ref));
     }
     snprintf(name, sizeof name, "pp.equiv.%s", tag);
@@ -312,6 +313,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
 
 int main(int argc, char **argv) {
     int np = 1, checker = 0, chunks = 1, tpn = 1, dpn = 1, sp = 0, B = 2, width = 0, seq = 0, mmax = 8;
+    int zero1 = 0;
     const char *sched = "1f1b";
     double timeout = 30;
     Flag flags[] = {
@@ -321,6 +323,7 @@ int main(int argc, char **argv) {
         F_INT("--tp", &tpn, 1, COMM_MAX_RANKS, "tensor-parallel ranks in each stage"),
         F_BOOL("--sp", &sp, "sequence parallelism (with --tp)"),
         F_INT("--dp", &dpn, 1, COMM_MAX_RANKS, "data-parallel replicas of the pipeline"),
+        F_BOOL("--zero1", &zero1, "ZeRO-1 over the data-parallel replicas"),
         F_INT("--batch", &B, 1, 64, "rows per micro-batch per data-parallel replica"),
         F_INT_SENTINEL("--width", &width, 1, 4096, "0 = 32", "model width C (messages of B x T x C floats)"),
         F_INT_SENTINEL("--seq", &seq, 1, 4096, "0 = 8", "sequence length T"),
@@ -350,8 +353,9 @@ int main(int argc, char **argv) {
     GPTConfig cfg = test_config();
     if (width) cfg.n_embd = width;
     if (seq) cfg.seq_len = seq;
-    char variant[32] = "";  // other sizes get their own check names: ".c128"
+    char variant[32] = "";  // other sizes get their own check names: ".c128t16"; ZeRO-1 ".z1"
     if (width || seq) snprintf(variant, sizeof variant, ".c%dt%d", cfg.n_embd, cfg.seq_len);
+    if (zero1) snprintf(variant + strlen(variant), sizeof variant - strlen(variant), ".z1");
     for (int m = 1; m <= mmax; m++) {
         if (kind == SCHED_INTERLEAVED && m % p) continue;
         if (comm_rank(c) == 0) {
@@ -361,7 +365,7 @@ int main(int argc, char **argv) {
             if (chunks == 1) printf("PLAN pp.memory.%s\n", tag);
             fflush(stdout);
         }
-        run_equiv(&ts, c, &ppg, &dpg, tp, kind, m, chunks, cfg, B, variant);
+        run_equiv(&ts, c, &ppg, &dpg, tp, kind, m, chunks, cfg, B, variant, zero1);
     }
     int rc = comm_rank(c) == 0 ? test_finish(&ts) : 0;
     comm_finalize(c);
