@@ -50,6 +50,18 @@ static CommRequest ***in_flight(Pipe *P, CommRequest **first, int *n) {
     return all;
 }
 
+// Moves every message in flight along, without waiting. Our transports move bytes
+// only when asked: a send posted before a long compute would otherwise sit in the
+// sender until its next wait, and the neighbour would wait for it all that time.
+static void nudge(Pipe *P) {
+    for (size_t i = 0; i < (size_t)P->m * P->v; i++) {
+        PPSlot *x = &P->slots[i];
+        CommRequest *r[4] = {x->send_act, x->send_grad, x->recv_act, x->recv_grad};
+        for (int k = 0; k < 4; k++)
+            if (r[k]) comm_test(P->comm, r[k]);
+    }
+}
+
 // A gradient whose send has left frees its buffer.
 static void reap_sends(Pipe *P) {
     for (size_t i = 0; i < (size_t)P->m * P->v; i++) {
@@ -91,6 +103,7 @@ float pipe_run(Pipe *P, const int *tokens, const int *targets) {
         if (i == P->kill_at) raise(SIGKILL);  // fault test: a rank dies mid-pipeline
         double t0 = now_seconds();
         pipe_step(P, a, tokens, targets);
+        nudge(P);  // what this action posted starts moving now, not at the next wait
         if (P->tl && (a->op == PP_FORWARD || a->op == PP_BACKWARD || a->op == PP_BACKWARD_INPUT ||
                       a->op == PP_BACKWARD_WEIGHT)) {
             char name[32];  // "F3", "B3", "W3"; with chunks "F3.1"

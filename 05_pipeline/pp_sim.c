@@ -2,7 +2,7 @@
 //
 //   build/pp_sim --pp 4 --schedule 1f1b --microbatches 8              # T_F = T_B = T_W = 1
 //   build/pp_sim --pp 4 --schedule zb-h1 --microbatches 8 --tf 1 --tb 1 --tw 1 --gantt zb.dat
-//   build/pp_sim --pp 2 --schedule gpipe --microbatches 8 --tf 0.012,0.010 --tb 0.025,0.024
+//   build/pp_sim --pp 2 --schedule gpipe --microbatches 8 --tf 0.012,0.010 --tb 0.025,0.024 --tw 0
 //
 // The same schedule as build/pp_train runs (sched_build, proved by sched_check),
 // executed against a clock instead of a model. Each rank walks its list in order:
@@ -21,6 +21,16 @@
 // measure: GPipe's (p-1)/m). A time flag takes one value (every stage), p values
 // (one per rank: stages that differ, as the embedding's and the head's do), or
 // p·v (one per virtual stage: the chunk's own time, not divided by v).
+//
+// Messages travel by themselves once posted (a transport that progresses on its own;
+// pp_train's shared-memory sends move only while their rank waits or tests).
+//
+// Checked against the formulas (tF = tB = tW = 1, --msg 0, p = 4, m = 8): GPipe and
+// 1F1B 33 time units for 24 busy, bubble 0.375 = (p-1)/m; interleaved v = 2: 0.1875 =
+// (p-1)/(v m), v = 4: 0.09375; any tF, tB: the same (the bubble of equal stages does not
+// depend on them). zb-h1: 0.2917, where the paper's handcrafted ZB-H1 reaches
+// (p-1)(tF+tB-tW)/(m(tF+tB+tW)) = 0.125 (1F1B: 0.375): our generator, 1F1B's order with
+// each W right after its B (in the cool-down one B later), gets less of the saving.
 //
 // --gantt FILE writes the simulated spans in common/timeline.c's table format
 // (rank, lane 0 compute / 2 waiting, ms, name F3 B3 W3, with chunks F3.1): a

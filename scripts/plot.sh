@@ -45,6 +45,9 @@ case "$(basename "$dir")" in
         gnuplot -e "$vars; traces='${traces# }'" 03_bucketing_zero/plots.gp ;;
     04_tensor_parallel)
         gnuplot -e "$vars" 04_tensor_parallel/plots.gp ;;
+    05_pipeline)
+        # The Gantt charts read gantt/*.dat (measured p = 2, simulated p = 2 and 4).
+        gnuplot -e "$vars" 05_pipeline/plots.gp ;;
     *)
         echo "plot.sh: no figures are drawn for $(basename "$dir")"; exit 0 ;;
 esac

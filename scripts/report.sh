@@ -56,6 +56,8 @@ stage_cmd() { case "$1" in 00_core) echo "make bench-core" ;; *) echo "make stag
 describe() {
     case "$2/$1" in
         04_tensor_parallel/memory.txt) echo "Memory per rank against the tensor-parallel size t, without and with SP (small preset, batch 4): the ledger's activations, workspace, states (params + grads + optimizer) and total in bytes, each beside memcalc's prediction, and whether all are equal."; return ;;
+        05_pipeline/memory.txt) echo "Peak activation memory per pipeline stage (bytes), p = 2 and 4, m = 8, every schedule: the ledger beside memcalc --pp p --schedule --stage s (GPipe and 1F1B; interleaved and zb-h1 measured only), the micro-batches in flight, the ratio to GPipe's on the same stage, and 1F1B's target (≤ p/m)."; return ;;
+        05_pipeline/target.txt) echo "The targets: the measured bubble of GPipe and 1F1B at p = 2, m = 8 against (p−1)/m (measured / formula in 0.9–1.1; the median of the rounds, each round's ratio), and 1F1B's peak activations per stage against GPipe's (≤ p/m), met or MISSED."; return ;;
     esac
     case "$1" in
         bench-core.txt) echo "Median tokens/s over 3 alternating rounds (ours, then PyTorch), GFLOP/s at 6N + 12LHQT FLOPs per token, and the share of OpenBLAS's sgemm rate on the model's own GEMM shapes." ;;
@@ -85,6 +87,11 @@ describe() {
         target.txt) echo "The target: TP = 2 on 2 ranks against TP = 1 on one, tokens/s; the ratio within each round, its median, min and max, met or MISSED on the median, and in how many rounds it was met (tp2-sp: for comparison)." ;;
         prediction_cpu.txt) echo "Step time on this CPU predicted by T(1)/min(t, cores) + the step's collectives in the alpha-beta model (stage 02's ring fit for np = t), beside the measured median: ms, and measured / predicted." ;;
         prediction_links.txt) echo "An illustration, not a measurement: one GPT-3-175B-sized layer split over t = 1..64 GPUs at an assumed 400 TFLOP/s, its 4 all-reduces over NVLink (450 GB/s, 2 µs) or InfiniBand NDR (50 GB/s, 5 µs): compute, communication and step ms, speed-up, efficiency, communication share." ;;
+        demo_1f1b.log) echo "The stage-05 demo's log: 1F1B on 2 pipeline stages, 8 micro-batches of 2 sequences, trains the small GPT (loss, ms, tokens/s, memory per category; every rank's MEM line)." ;;
+        bubble.txt) echo "The pipeline bubble, (step − busy) / busy, against the micro-batches m at p = 2 for GPipe, 1F1B, interleaved (v = 2) and zb-h1, from the trace of each run's last step: median of the rounds (min, max), the formula, pp_sim on the trace's per-stage medians, the ratios, the per-stage times tF, tB, tW (ms) and where the idle time went (waits for messages, before the first and after the last compute, between actions)." ;;
+        bubble_runs.txt) echo "Every run of the bubble sweep: schedule, m, round, step (ms), bubble, idle in waits / at the edges / between actions (ms), tF, tB, tW (ms), pp_sim's bubble and the formula." ;;
+        sim_bubble.txt) echo "Simulated (build/pp_sim), not measured: the bubble at p = 4 and 8 against m for every schedule, the measured model cut into p equal stages, beside the formula; step (ms) and the per-stage times used." ;;
+        gantt.txt) echo "The Gantt charts' data (gantt/*.dat): per schedule, measured at p = 2 and simulated at p = 2 and 4 (m = 8): step (ms) and bubble." ;;
         *.dat) echo "Plot data (columns as in its first lines)." ;;
         *) echo "" ;;
     esac
@@ -240,6 +247,45 @@ summary_04() {
     fi
 }
 
+summary_05() {
+    local g=$1/target.txt b=$1/bubble.txt m=$1/memory.txt k=$1/sim_bubble.txt d=$1/demo_1f1b.log
+    if [ -f "$g" ]; then
+        # rows "target config measured reference ratio goal verdict rounds_met per_round"
+        awk -v src="$(short "$1")" '
+            !/^#/ && $1 == "bubble" {nb++; split($2, c, "-")
+                printf "| 05 | pipeline bubble, %s, p = 2, m = 8, against (p−1)/m = %s (the median of the rounds) | %.3f = **%.2f×** the formula (met in %s rounds) | within 10 %% | %s | %s |\n",
+                       c[1] == "gpipe" ? "GPipe" : "1F1B", $4, $3, $5, $8, $7 == "met" ? "met" : "**MISSED**", src}
+            !/^#/ && $1 == "memory" {nm++; if ($7 != "met") bad++; x = x (x == "" ? "" : ", ") sprintf("%s %.3f", substr($2, 6), $5)}
+            END {
+                if (!nb) printf "| 05 | pipeline bubble vs (p−1)/m | no bubble rows in target.txt | within 10 %% | **MISSED** | %s |\n", src
+                if (nm) printf "| 05 | 1F1B peak activations / GPipe'"'"'s, per stage (m = 8) | %s | ≤ p/m on every stage | %s | %s |\n",
+                               x, bad ? "**MISSED**" : "met", src }' "$g"
+    fi
+    if [ -f "$b" ]; then
+        # rows "schedule m rounds bubble min max formula meas/form sim meas/sim ..."
+        awk -v src="$(short "$1")" '
+            !/^#/ && $2 == 8 {x = x (x == "" ? "" : "; ") sprintf("%s %.3f (%.3f; %.3f)", $1, $4, $7, $9)}
+            END {if (x != "") printf "| 05 | bubble at p = 2, m = 8: measured (formula; pp_sim on the measured stage times) | %s | near the formula; interleaved and zb-h1 below 1F1B (no pass/fail) | — | %s |\n", x, src}' "$b"
+    fi
+    if [ -f "$m" ]; then
+        local rows bad
+        read -r rows bad < <(awk '!/^#/ && NF >= 10 && $6 != "-" {rows++; if ($7 != "equal") bad++} END {print rows + 0, bad + 0}' "$m")
+        echo "| 05 | peak activations per stage (GPipe, 1F1B; p = 2 and 4) vs memcalc --stage | $((rows - bad)) of $rows equal | equal in every row | $(verdict "$([ "$bad" -eq 0 ] && [ "$rows" -gt 0 ] && echo 1 || echo 0)") | $(short "$1") |"
+    fi
+    if [ -f "$k" ]; then
+        awk -v src="$(short "$1")" '
+            !/^#/ && $1 == 8 && $4 == 32 {b[$2] = $5; f[$2] = $6}
+            END {n = split("gpipe 1f1b interleaved zb-h1", s, " ")
+                 for (i = 1; i <= n; i++) if (s[i] in b) x = x (x == "" ? "" : "; ") sprintf("%s %.3f (%.3f)", s[i], b[s[i]], f[s[i]])
+                 if (x != "") printf "| 05 | simulated (pp_sim), p = 8, m = 32, the measured model in 8 equal stages: bubble (formula) | %s | an illustration (no pass/fail) | — | %s |\n", x, src}' "$k"
+    fi
+    if [ -f "$d" ]; then
+        local loss
+        loss=$(sed -n 's/.*done: loss \([0-9.]*\) -> \([0-9.]*\).*/\1 → \2/p' "$d" | head -n1)
+        echo "| 05 | 1F1B demo, 2 stages, 8 micro-batches: loss (nats) | ${loss:-no summary line} | falls (uniform guess 5.55) | $(verdict "$(echo "$loss" | awk '{print ($3 + 0 > 0 && $3 < $1)}')") | $(short "$1") |"
+    fi
+}
+
 # ---------------------------------------------------------------- one stage in full
 
 stage_section() {  # stage_section STAGE
@@ -324,6 +370,7 @@ stages=$( { ls -d "$committed"/[0-9][0-9]_*/ "$now"/[0-9][0-9]_*/ 2>/dev/null ||
             02_ddp_allreduce) summary_02 "$src" ;;
             03_bucketing_zero) summary_03 "$src" ;;
             04_tensor_parallel) summary_04 "$src" ;;
+            05_pipeline) summary_05 "$src" ;;
             *) echo "| $st | (no headline numbers defined; see below) | | | | $(short "$src") |" ;;
         esac
     done
