@@ -33,6 +33,24 @@ size_t pipe_stream_bytes(const Pipe *P) {
     return rows * g->cfg.n_embd * sizeof(float);
 }
 
+void pipe_acts_get(Pipe *P, int c, GPTActs *out) {
+    if (P->pooled[c] > 0) {
+        *out = P->pool[c][--P->pooled[c]];
+        return;
+    }
+    gpt_acts_alloc(P->model[c], out, P->B, P->T);
+}
+
+void pipe_acts_put(Pipe *P, int c, GPTActs *a) {
+    if (!P->pool[c]) {
+        P->pool[c] = calloc((size_t)P->m + 1, sizeof *P->pool[c]);
+        CHECK(P->pool[c], "out of memory");
+    }
+    CHECK(P->pooled[c] < P->m + 1, "more activation sets returned than micro-batches");
+    P->pool[c][P->pooled[c]++] = *a;
+    memset(a, 0, sizeof *a);
+}
+
 // Where every request of the step still in flight is kept (the slots' fields),
 // `first` first; *n of them.
 static CommRequest ***in_flight(Pipe *P, CommRequest **first, int *n) {

@@ -2,16 +2,17 @@
 //
 // pipe_run (engine.c) calls this for each action of this rank's list, in order.
 // The slot of (micro-batch, chunk) carries what the actions pass each other: the
-// activations (slot->acts: allocated by the receive of the input, or by the
-// forward on the first stage; freed by the backward) and the gradient message
+// activations (slot->acts: taken from the pool by the receive of the input, or by
+// the forward on the first stage; returned by the backward) and the gradient message
 // (slot->grad: allocated by its receive, or by the backward on the last stage;
 // sent to the previous stage, or dropped on the first).
 #include "ops.h"
 #include "pipe.h"
 
-// The activations of this micro-batch for chunk g, with its token ids.
-static void activations_for(Pipe *P, PPSlot *x, GPT *g, const int *tokens, const int *targets) {
-    gpt_acts_alloc(g, &x->acts, P->B, P->T);
+// The activations of this micro-batch for chunk c, with its token ids.
+static void activations_for(Pipe *P, PPSlot *x, int c, const int *tokens, const int *targets) {
+    GPT *g = P->model[c];
+    pipe_acts_get(P, c, &x->acts);
     g->acts = x->acts;
     gpt_set_batch(g, tokens, targets, P->B, P->T);
 }
@@ -22,10 +23,10 @@ static size_t keep_bytes(const Pipe *P, const GPT *g) {
 
 // The end of a micro-batch on this chunk: its output must have left before its
 // activations go.
-static void release(Pipe *P, PPSlot *x, GPT *g) {
+static void release(Pipe *P, PPSlot *x, int c) {
     if (x->send_act) pipe_wait(P, &x->send_act);
-    gpt_acts_free(g, &x->acts);
-    g->acts = x->acts;
+    pipe_acts_put(P, c, &x->acts);
+    P->model[c]->acts = x->acts;
 }
 
 void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets) {
@@ -36,12 +37,12 @@ void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets
     size_t bytes = pipe_stream_bytes(P), off = (size_t)a->mb * B * T;
     switch (a->op) {
     case PP_RECV_ACT:  // post the receive of the input straight into the activations
-        activations_for(P, x, g, tokens + off, targets + off);
+        activations_for(P, x, c, tokens + off, targets + off);
         x->recv_act = comm_irecv(P->comm, P->pp, pipe_peer(P, c, 0), x->acts.encoded, bytes,
                                  RECV_COPY, DT_F32);
         break;
     case PP_FORWARD:
-        if (!x->acts.buffer) activations_for(P, x, g, tokens + off, targets + off);
+        if (!x->acts.buffer) activations_for(P, x, c, tokens + off, targets + off);
         if (x->recv_act) pipe_wait(P, &x->recv_act);
         g->acts = x->acts;
         g->last_B = B;
@@ -77,14 +78,14 @@ void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets
             mem_free(g->ctx, MEM_COMM, x->grad, bytes);
             x->grad = NULL;
         }
-        if (a->op == PP_BACKWARD) release(P, x, g);
+        if (a->op == PP_BACKWARD) release(P, x, c);
         break;
     case PP_BACKWARD_WEIGHT:
         g->acts = x->acts;
         gpt_blocks_backward_weight(g, g->acts.encoded, g->l0, g->l1, B, T, x->keep);
         mem_free(g->ctx, MEM_ACTIVATIONS, x->keep, keep_bytes(P, g));
         x->keep = NULL;
-        release(P, x, g);
+        release(P, x, c);
         break;
     case PP_SEND_GRAD:
         x->send_grad = comm_isend(P->comm, P->pp, pipe_peer(P, c, 0), x->grad, bytes);

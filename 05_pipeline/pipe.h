@@ -41,6 +41,10 @@ typedef struct {
     DDP ddp[PP_MAX_CHUNKS];
     int B, T, m;
     PPSlot *slots;          // [mb * v + chunk] during a step
+    GPTActs *pool[PP_MAX_CHUNKS];  // activation sets no micro-batch holds, kept for the next
+    int pooled[PP_MAX_CHUNKS];     // (allocating ~10 MB zero-filled per micro-batch costs
+                                   // page faults inside the forward: measured, it doubled
+                                   // stage 0's forward time)
     double loss_sum;        // over the micro-batches (the last stage's)
     Timeline *tl;           // the spans of every action (may be disabled)
     int zero1;              // ZeRO-1 over dp: each replica updates 1/dp of every chunk,
@@ -73,6 +77,11 @@ void pipe_wait(Pipe *P, CommRequest **r);
 int pipe_peer(const Pipe *P, int chunk, int next);   // pp-group member of the next/previous stage
 size_t pipe_stream_bytes(const Pipe *P);            // an activation or gradient message
 PPSlot *pipe_slot(Pipe *P, int mb, int chunk);
+// A micro-batch's activations for chunk c: one the pool holds, or a new one; and
+// back to the pool. The ledger keeps pooled sets charged, so its peak is still the
+// most sets in use at once. Every field is written by the forward before it is read.
+void pipe_acts_get(Pipe *P, int c, GPTActs *out);
+void pipe_acts_put(Pipe *P, int c, GPTActs *a);
 
 // The tied embedding (pipe_model.c): the first stage's wte and the last stage's
 // copy get the sum of both gradients, so they stay equal (Megatron's embedding group).

@@ -114,6 +114,8 @@ static void pipe_destroy(GPT *g, void *arg) {
     (void)g;
     Pipe *P = arg;
     for (int c = P->v - 1; c >= 0; c--) {
+        while (P->pooled[c] > 0) gpt_acts_free(P->model[c], &P->pool[c][--P->pooled[c]]);
+        free(P->pool[c]);
         adamw_free(&P->opt[c], P->model[c]);
         ddp_free(&P->ddp[c], P->model[c]);
         if (c > 0) gpt_free(P->model[c]);  // chunk 0 is the trainer's to free

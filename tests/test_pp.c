@@ -16,9 +16,10 @@
 //                     additions); the weights after 5 AdamW steps within 1e-5 relative
 //                     (what wte's rounding becomes through 5 steps).
 // pp.memory.S.pP.mM   every rank's activation ledger = the peak of the schedule's own
-//                     walk (one micro-batch's activations from its receive or forward to
-//                     its backward, or to its weight pass with what that keeps); the most
-//                     micro-batches in flight: GPipe m, 1F1B and ZB-H1 min(p - s, m).
+//                     walk (the most micro-batches' activations in use at once, which the
+//                     engine then pools, and a zero-bubble schedule's kept gradients from
+//                     its input pass to its weight pass); the most micro-batches in
+//                     flight: GPipe m, 1F1B and ZB-H1 min(p - s, m).
 // pp.tied.S.pP.mM     the first stage's wte and the last stage's copy bitwise equal
 //                     after training.
 // pp.check.*          sound schedules pass; a missing receive, two sends swapped and
@@ -252,6 +253,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     // pp.memory: the ledger's peak = in flight x one micro-batch's activations.
     Verdict vm = {0};
     if (v == 1) {
+        size_t peak = ctx.ledger.peak[MEM_ACTIVATIONS];  // before the probe below adds one
         GPTActs one;
         size_t before = ctx.ledger.current[MEM_ACTIVATIONS];
         gpt_acts_alloc(P.model[0], &one, B, T);
@@ -259,21 +261,22 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
         gpt_acts_free(P.model[0], &one);
         int inflight = sched_max_in_flight(S, s);
         int want_inflight = kind == SCHED_GPIPE ? m : (p - s < m ? p - s : m);
-        // The schedule's own walk: a set of activations from its receive (or
-        // forward) to its backward (or weight pass); a zero-bubble schedule's kept
+        // The schedule's own walk: a set of activations in use from its receive (or
+        // forward) to its backward (or weight pass), then kept in the engine's pool
+        // (so charged: the sets ever in use at once); a zero-bubble schedule's kept
         // gradients from the input pass to the weight pass.
         GPT *g0 = P.model[0];
-        size_t keep = gpt_keep_floats(g0, g0->l0, g0->l1, B, T) * sizeof(float), now = 0, want = 0;
+        size_t keep = gpt_keep_floats(g0, g0->l0, g0->l1, B, T) * sizeof(float), want = 0;
+        size_t sets = 0, sets_most = 0, keeps = 0;
         for (int i = 0; i < S->n[s]; i++) {
             PPOp op = S->acts[s][i].op;
             int opens = op == PP_RECV_ACT || (op == PP_FORWARD && pp_is_first(S, s, 0));
-            if (opens) now += slot;
-            if (op == PP_BACKWARD_INPUT) now += keep;
-            if (op == PP_BACKWARD) now -= slot;
-            if (op == PP_BACKWARD_WEIGHT) now -= slot + keep;
-            if (now > want) want = now;
+            if (opens && ++sets > sets_most) sets_most = sets;
+            if (op == PP_BACKWARD_INPUT) keeps++;
+            if (op == PP_BACKWARD) sets--;
+            if (op == PP_BACKWARD_WEIGHT) sets--, keeps--;
+            if (sets_most * slot + keeps * keep > want) want = sets_most * slot + keeps * keep;
         }
-        size_t peak = ctx.ledger.peak[MEM_ACTIVATIONS];
         vm.bad = (peak != want) + (inflight != want_inflight);
         snprintf(vm.detail, sizeof vm.detail, "stage %d: peak %zu B, the schedule's walk %zu B; %d "
                  "in flight (formula %d) x %zu B", s, peak, want, inflight, want_inflight, slot);

@@ -4,16 +4,17 @@
 // pipe_run (../engine.c) calls pipe_step for each action of this rank's list, in
 // order, and does everything else (zeroing the gradients, the timeline, waiting
 // for the last sends, the loss). Read ../pipe.h (Pipe, PPSlot and the helpers) and
-// the pieces of common/model.h a stage runs: gpt_acts_alloc/free, gpt_set_batch,
+// the pieces of common/model.h a stage runs: gpt_set_batch,
 // gpt_embed_forward, gpt_blocks_forward(g, x, g->l0, g->l1, B, T),
 // gpt_head_forward, gpt_head_backward(g, x, dx, dloss_scale, B, T),
 // gpt_blocks_backward(g, x, dx, l0, l1, B, T) (dx: the gradient at the output in,
 // at the input out), gpt_embed_backward; and comm.h's comm_isend / comm_irecv.
 //
 // The slot of (micro-batch, chunk) carries what its actions pass each other:
-//   - its activations, slot->acts: allocated by the receive of its input (or by
-//     the forward on the first virtual stage, which receives nothing) and freed by
-//     its backward. Point g->acts at them before computing.
+//   - its activations, slot->acts: taken with pipe_acts_get by the receive of its
+//     input (or by the forward on the first virtual stage, which receives nothing)
+//     and returned with pipe_acts_put by its backward. Point g->acts at them before
+//     computing.
 //   - slot->grad, the gradient message (pipe_stream_bytes bytes, MEM_COMM):
 //     allocated by its receive (or by the backward on the last virtual stage, whose
 //     head makes it), sent to the previous stage (or freed on the first).
