@@ -13,7 +13,7 @@ BINS += $(STAGE01_BINS)
 
 # The objects read the stage's header (the generic rule only knows common/*.h).
 $(MM_OBJS) $(BUILD)/01_memory_wall/memcalc.o $(BUILD)/01_memory_wall/measure.o \
-  $(BUILD)/tests/test_memory_model.o: 01_memory_wall/memory_model.h
+  $(BUILD)/tests/test_memory_model.o $(BUILD)/tests/test_memory_course.o: 01_memory_wall/memory_model.h
 
 $(BUILD)/memcalc: $(call stage_obj,01_memory_wall/memcalc.c) $(MM_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -21,7 +21,8 @@ $(BUILD)/memcalc: $(call stage_obj,01_memory_wall/memcalc.c) $(MM_OBJS) $(CORE_O
 $(BUILD)/measure: $(call stage_obj,01_memory_wall/measure.c) $(MM_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/test_memory_model: $(BUILD)/tests/test_memory_model.o $(MM_OBJS) $(CORE_OBJS)
+$(BUILD)/tests/test_memory_model: $(BUILD)/tests/test_memory_model.o \
+  $(BUILD)/tests/test_memory_course.o $(MM_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 .PHONY: stage-1

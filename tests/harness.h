@@ -49,6 +49,11 @@ static inline int check_rel(TestState *ts, const char *name, const float *got, c
     return e <= tol;
 }
 
+// |got - want| <= tol (absolute), and want > 0 (so a stub returning zeros never passes).
+static inline int near(double got, double want, double tol) {
+    return want > 0 && fabs(got - want) <= tol;
+}
+
 // For checks that a failure exits cleanly: // Runs fn(arg) in a child process whose stdout and stderr go into a pipe. Returns
 // the child's exit status (-1 if it was killed by a signal) and what it printed,
 // NUL-terminated and without its final newline, in out.

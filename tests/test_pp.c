@@ -32,6 +32,7 @@
 #include "check.h"
 #include "flags.h"
 #include "harness.h"
+#include "verdict.h"
 #include "ops.h"
 #include "pipe.h"
 #include "rng.h"
@@ -40,26 +41,6 @@
 #define STEPS 5
 
 static GPTConfig test_config(void) { return (GPTConfig){8, 32, 4, 8, 61}; }
-
-typedef struct { double err; int bad; char detail[200]; } Verdict;
-
-static void report(TestState *ts, Comm *c, const char *name, Verdict mine, double tol,
-                   const char *what) {
-    const Group *w = comm_world(c);
-    if (w->rank != 0) {
-        comm_send(c, w, 0, &mine, sizeof mine);
-        return;
-    }
-    Verdict worst = mine;
-    int at = 0;
-    for (int q = 1; q < w->size; q++) {
-        Verdict v;
-        comm_recv(c, w, q, &v, sizeof v);
-        if (v.bad > worst.bad || (v.bad == worst.bad && !(v.err <= worst.err))) worst = v, at = q;
-    }
-    test_report(ts, worst.bad == 0 && worst.err <= tol, name, "%s; worst on rank %d: %s", what, at,
-                worst.detail);
-}
 
 // ---------------------------------------------------------------- the checker
 
@@ -191,11 +172,11 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     GPT g;
     P.strategy.build(&g, &ctx, &cfg, SEED, &oc, &P);
     size_t n = gpt_num_params(&cfg);
-    float *whole = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    float *whole = malloc(n * sizeof(float));
     size_t rows = (size_t)B * T, all = (size_t)m * dp * rows;
     int *tok = malloc(sizeof(int) * all), *tgt = malloc(sizeof(int) * all);
     int *mtok = malloc(sizeof(int) * m * rows), *mtgt = malloc(sizeof(int) * m * rows);
-    CHECK(whole && want && tok && tgt && mtok && mtgt, "out of memory");
+    CHECK(whole && tok && tgt && mtok && mtgt, "out of memory");
     Verdict v1 = {0};
     for (int step = 0; step < STEPS; step++) {
         batches(m * dp, B, T, V, step, tok, tgt);
@@ -304,7 +285,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     snprintf(name, sizeof name, "pp.tied.%s", tag);
     report(ts, c, name, vt, 0, "the tied embedding's two copies bitwise equal after training");
 
-    free(whole); free(want); free(tok); free(tgt); free(mtok); free(mtgt);
+    free(whole); free(tok); free(tgt); free(mtok); free(mtgt);
     P.strategy.destroy(&g, &P);
     gpt_free(&g);
     ctx_destroy(&ctx);

@@ -36,6 +36,7 @@
 #include "check.h"
 #include "flags.h"
 #include "harness.h"
+#include "verdict.h"
 #include "memory_model.h"
 #include "ops.h"
 #include "rng.h"
@@ -44,32 +45,7 @@
 #define SEED 7
 #define STEPS 10
 
-typedef struct {
-    double err;       // the worst error this rank saw (meaning depends on the check)
-    int bad;          // mismatches counted by this rank
-    char detail[200]; // what this rank saw worst
-} Verdict;
-
 static GPTConfig test_config(void) { return (GPTConfig){2, 48, 12, 12, 251}; }
-
-// Rank 0 collects every rank's verdict and prints one line.
-static void report(TestState *ts, Comm *c, const char *name, Verdict mine, double tol,
-                   const char *what) {
-    const Group *w = comm_world(c);
-    if (w->rank != 0) {
-        comm_send(c, w, 0, &mine, sizeof mine);
-        return;
-    }
-    Verdict worst = mine;
-    int worst_rank = 0;
-    for (int q = 1; q < w->size; q++) {
-        Verdict v;
-        comm_recv(c, w, q, &v, sizeof v);
-        if (v.bad > worst.bad || (v.bad == worst.bad && !(v.err <= worst.err))) worst = v, worst_rank = q;
-    }
-    int ok = worst.bad == 0 && worst.err <= tol;
-    test_report(ts, ok, name, "%s; worst on rank %d: %s", what, worst_rank, worst.detail);
-}
 
 static void fill(float *x, size_t n, uint64_t seed, float scale) {
     Rng r;
