@@ -35,10 +35,22 @@ NVCC_OPT  ?= -O3 -lineinfo
 NVCCFLAGS ?= $(NVCC_OPT) -std=c++17 -arch=sm_90
 NVCCFLAGS += -Icommon -I$(NCCL_HOME)/include -Xcompiler -Wall,-Wextra
 
+# Exercises. `EX=1` builds every stage against its exercise files: a stage source
+# D/x.c is replaced by D/exercises/x.c where that file exists. `make grade-N` does
+# this in its own build folder (build-ex) and scores the stage's tests per part.
+EX ?=
+stage_src = $(foreach f,$1,$(if $(and $(EX),$(wildcard $(dir $f)exercises/$(notdir $f))),$(dir $f)exercises/$(notdir $f),$f))
+stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
+
 CORE := log dtype rng ledger flags safetensors safetensors_json safetensors_write ctx ops_cpu \
-        model_layout \
+        model_layout model_backward \
         model optim data perf comm comm_shm comm_tcp trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
+# Stage 06's primitives are the core's too: every stage trains with its precisions
+# and recompute. They live in the lesson's folder, where `make grade-6` swaps in
+# the learner's versions (EX=1, stage_src).
+PRECISION_SRCS := 06_mixed_precision/recompute.c
+CORE_OBJS += $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$(PRECISION_SRCS)))
 
 # MPI: the transport and the mpirun launcher are compiled with mpicc's flags and
 # linked with its libraries; without mpicc, comm_mpi_absent.c says so at run time.
@@ -73,13 +85,6 @@ endif
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
          test_gpu gpt_dump test_comm compare_params
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
-
-# Exercises. `EX=1` builds every stage against its exercise files: a stage source
-# D/x.c is replaced by D/exercises/x.c where that file exists. `make grade-N` does
-# this in its own build folder (build-ex) and scores the stage's tests per part.
-EX ?=
-stage_src = $(foreach f,$1,$(if $(and $(EX),$(wildcard $(dir $f)exercises/$(notdir $f))),$(dir $f)exercises/$(notdir $f),$f))
-stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
 # `make` with no target builds everything (stage.mk files below define targets too).
 .DEFAULT_GOAL := all

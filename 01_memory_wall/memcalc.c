@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
     double raw_params = 0;
     int layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
     int micro_batch = 1, dp = 1, tp = 1, pp = 1, zero = 0, microbatches = 0, sp = 0, gpus = 0;
-    int json = 0, stage = 0;
+    int json = 0, stage = 0, recompute_every = 1;
     size_t device_mem = (size_t)80e9;
     Flag flags[] = {
         F_CHOICE("--preset", &preset, MM_PRESETS, "model; the size flags below override it"),
@@ -208,6 +208,7 @@ int main(int argc, char **argv) {
         F_CHOICE("--optimizer", &optim, "adamw|sgd-momentum|sgd", "optimizer"),
         F_INT("--micro-batch", &micro_batch, 1, 1 << 20, "sequences per micro-batch per GPU (b)"),
         F_CHOICE("--recompute", &recompute, "none|selective|full", "activation recomputation"),
+        F_INT("--recompute-every", &recompute_every, 1, 1 << 20, "--recipe course, full recompute: every k-th layer (l % k == 0) recomputes"),
         F_BOOL("--sp", &sp, "sequence parallelism (with --tp > 1)"),
         F_CHOICE("--dropout", &dropout, "preset|on|off", "count 1-byte dropout masks (GPT presets: on)"),
         F_INT("--dp", &dp, 1, 1 << 20, "data-parallel degree"),
@@ -246,6 +247,7 @@ int main(int argc, char **argv) {
     mm_recipe_parse(recipe, &s.recipe);
     mm_optim_parse(optim, &s.optim);
     mm_recompute_parse(recompute, &s.recompute);
+    s.recompute_every = recompute_every;
     s.micro_batch = micro_batch;
     s.sp = sp;
     s.dp = dp; s.tp = tp; s.pp = pp; s.zero = zero;
@@ -272,7 +274,7 @@ int main(int argc, char **argv) {
     }
     if (s.recipe == RECIPE_COURSE) {
         // The course recipe describes this repository's code, which has none of these
-        // (yet): no other block, no other optimizer, no recompute, no dropout.
+        // (yet): no other block, no other optimizer, no dropout.
         if (m.arch != ARCH_GPT || m.ffn != 4 * m.hidden || m.kv_heads != m.heads)
             flags_fail("--recipe course describes this code's GPT (--arch gpt, --ffn 4h, no GQA)");
         if (s.optim != OPTIM_ADAMW)
@@ -289,15 +291,15 @@ int main(int argc, char **argv) {
         if (sp && ((long)micro_batch * m.seq) % tp)
             flags_fail("--sp: --micro-batch %d x --seq %d = %ld tokens do not split evenly over "
                        "--tp %d", micro_batch, m.seq, (long)micro_batch * m.seq, tp);
-        if (s.recompute != RECOMPUTE_NONE)
-            flags_fail("--recipe course: this code does not recompute yet (--recompute none; "
-                       "stage 06)");
+        // Recompute (stage 06): none, selective or full, every k-th layer.
         if (strcmp(dropout, "on") == 0)
             flags_fail("--dropout on: this code's GPT has no dropout (--recipe course)");
         m.dropout = 0;
     } else if (stage_given) {
         flags_fail("--stage needs --recipe course (the other recipes give the first stage)");
     }
+    if (recompute_every != 1 && (s.recipe != RECIPE_COURSE || s.recompute != RECOMPUTE_FULL))
+        flags_fail("--recompute-every needs --recipe course --recompute full");
     s.seq = m.seq;
 
     if (strcmp(sweep, "seq") == 0) {

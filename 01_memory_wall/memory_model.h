@@ -85,6 +85,8 @@ typedef struct {
     int microbatches;    // m: micro-batches per step per pipeline (0 = pp, enough for 1F1B)
     int gpipe;           // 1: GPipe keeps all m in flight; 0: 1F1B keeps min(p, m) on the
                          // first stage (min(p - s, m) on stage s)
+    int recompute_every; // the course recipe with full recompute: every k-th layer (l % k
+                         // == 0) keeps only its output, the others everything (0, 1: all)
     int stage;           // the course recipe with pp > 1: the pipeline stage mm_estimate
                          // reports, 0..pp-1 (-1, or any number outside: the busiest, the
                          // stage with the largest total). The other recipes: the first.
@@ -181,8 +183,15 @@ int mm_stage_in_flight(const Setup *s, int stage);
 // losses, the vocab-parallel statistics. Nl*C is the embedding's output on stage 0, the
 // received input on the others; the int32 tokens and targets come with every set.
 // pp = 1, in_flight = 1: mm_course_act_bytes.
+//
+// With activation recompute (stage 06, common/model.h's GPTRecompute; `every` as
+// Setup's recompute_every) a layer keeps less, and the model holds ONE set of
+// recompute buffers whatever the micro-batches in flight (+ remat below):
+//   selective  layer - B*(NH/t)*T^2 (no attention matrix);  remat = B*(NH/t)*T^2
+//   full       Nl*C (its output) for the layers l % every == 0, the whole layer for
+//              the others;                                   remat = one whole layer
 double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp, int pp,
-                                 int stage, int in_flight);
+                                 int stage, int in_flight, Recompute rc, int every);
 
 // The parameters stage `stage` of `pp` holds on one of `tp` ranks (gpt_fill_slices_part):
 //   Ls x ((12C^2 + 7C)/t + 6C)            its layers

@@ -150,15 +150,22 @@ int mm_stage_in_flight(const Setup *s, int stage) {
 }
 
 double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp, int pp,
-                                 int stage, int in_flight) {
-    int p = pp > 0 ? pp : 1, l0, l1;
+                                 int stage, int in_flight, Recompute rc, int every) {
+    int p = pp > 0 ? pp : 1, k = every > 0 ? every : 1, l0, l1;
     mm_stage_layers(m->layers, p, stage, &l0, &l1);
     double t = tp > 0 ? tp : 1, N = (double)B * T, Nl = sp && t > 1 ? N / t : N;
     double C = m->hidden, Cl = C / t, NHl = m->heads / t, Vl = ceil(m->vocab / t);
-    double layer = Nl * (4 * C + 4) + N * 12 * Cl + (double)B * NHl * T * T;
+    double att = (double)B * NHl * T * T;
+    double layer = Nl * (4 * C + 4) + N * 12 * Cl + att;
     double head = stage == p - 1 ? Nl * (C + 2) + N * Vl + N + (t > 1 ? 2 * N : 0) : 0;
-    double floats = Nl * C + (l1 - l0) * layer + head;  // the input, the layers, the head
-    return in_flight * (4.0 * floats + 2.0 * sizeof(int) * N);
+    double kept = 0, remat = 0;
+    for (int l = l0; l < l1; l++) {
+        if (rc == RECOMPUTE_FULL && l % k == 0) kept += Nl * C, remat = layer;
+        else kept += rc == RECOMPUTE_SELECTIVE ? layer - att : layer;
+    }
+    if (rc == RECOMPUTE_SELECTIVE && l1 > l0) remat = att;
+    double floats = Nl * C + kept + head;  // the input, the layers, the head
+    return in_flight * (4.0 * floats + 2.0 * sizeof(int) * N) + 4.0 * remat;
 }
 
 double mm_course_stage_params(const ModelSpec *m, int tp, int pp, int stage) {
@@ -213,11 +220,16 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
         e.layers_per_stage = l1 - l0;
         e.in_flight = mm_stage_in_flight(s, stage);
         e.bytes_activations = mm_course_stage_act_bytes(m, s->micro_batch, s->seq, s->tp, s->sp,
-                                                        s->pp, stage, e.in_flight);
+                                                        s->pp, stage, e.in_flight, s->recompute,
+                                                        s->recompute_every);
         e.bytes_workspace = mm_course_workspace_bytes(m, s->micro_batch, s->seq, s->tp, s->sp);
     } else if (have_arch) {
         e.act_per_layer = mm_act_bytes_per_layer(m, s);
         e.bytes_activations = mm_act_bytes_model(m, s);
+        if (s->recipe == RECIPE_COURSE && s->recompute != RECOMPUTE_NONE)  // stage 06's
+            e.bytes_activations = mm_course_stage_act_bytes(m, s->micro_batch, s->seq, s->tp,
+                                                            s->sp, 1, 0, 1, s->recompute,
+                                                            s->recompute_every);
         e.layers_per_stage = mm_layers_per_stage(m, s);
         e.in_flight = mm_in_flight(s);
         if (s->recipe == RECIPE_COURSE)

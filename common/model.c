@@ -10,23 +10,11 @@
 
 #include "check.h"
 #include "model.h"
+#include "model_internal.h"
 #include "ops.h"
 
-// Where slice i's weights and gradients are now (gparams / ggrads of its group).
-static float *param_at(const GPT *g, int i) {
-    const ParamSlice *s = &g->slices[i];
-    return g->gparams[s->group] + (s->offset - g->group_offset[s->group]);
-}
-static float *grad_at(const GPT *g, int i) {
-    const ParamSlice *s = &g->slices[i];
-    return g->ggrads[s->group] + (s->offset - g->group_offset[s->group]);
-}
-// Slice index of tensor k of block l, and of the final layernorm's weight.
-static int block_slice(int l, int k) { return 2 + l * GPT_BLOCK_TENSORS + k; }
-static int lnf_slice(const GPT *g) { return 2 + GPT_BLOCK_TENSORS * g->cfg.n_layer; }
-
 // Tells the strategy (if any) that a group's weights or gradients are about to be used.
-static void use(GPT *g, int group, int need) {
+void gpt_use(GPT *g, int group, int need) {
     if (g->use_hook) g->use_hook(g, group, need, g->use_arg);
     CHECK(!(need & GPT_NEED_PARAMS) || g->gparams[group], "group %d's weights are not "
           "materialised (a sharded strategy must gather them in its use hook)", group);
@@ -82,6 +70,36 @@ static Shapes shapes(const GPT *g, int B, int T) {
     return s;
 }
 
+// Per layer, per token row: ln1 C, stats 2, res_att C, ln2 C, stats 2, res_mlp C on
+// the residual stream's rows; qkv 3C, atty C, fch 4C, fch_gelu 4C (1/t of each) on
+// every token: 16C + 4 per token when t = 1, plus the attention matrix.
+static size_t layer_floats(const Shapes *s) {
+    return s->Nl * (4 * s->C + 4) + s->BT * 12 * s->Cl + s->att;
+}
+
+// What layer l keeps for its backward (gpt_set_recompute): a whole layer, all but
+// the attention matrix, or only its output. Tensors it does not keep stay NULL.
+static size_t layer_kept_floats(const GPT *g, const Shapes *s, int l) {
+    if (gpt_layer_recomputed(g, l)) return s->Nl * s->C;
+    return layer_floats(s) - (g->recompute == GPT_RECOMPUTE_SELECTIVE ? s->att : 0);
+}
+
+// Points the tensors of one layer into the buffer at *p (advancing it), those it keeps.
+static void take_layer(LayerActs *x, float **p, const Shapes *s, int full, int att) {
+    size_t C = s->C, Nl = s->Nl, BT = s->BT, Cl = s->Cl;
+#define TAKE(n) (*p += (n), *p - (n))
+    if (full) {
+        x->ln1 = TAKE(Nl * C); x->ln1_mean = TAKE(Nl); x->ln1_rstd = TAKE(Nl);
+        x->qkv = TAKE(BT * 3 * Cl); x->atty = TAKE(BT * Cl);
+        x->att = att ? TAKE(s->att) : NULL;
+        x->res_att = TAKE(Nl * C);
+        x->ln2 = TAKE(Nl * C); x->ln2_mean = TAKE(Nl); x->ln2_rstd = TAKE(Nl);
+        x->fch = TAKE(BT * 4 * Cl); x->fch_gelu = TAKE(BT * 4 * Cl);
+    }
+    x->res_mlp = TAKE(Nl * C);
+#undef TAKE
+}
+
 void gpt_acts_alloc(GPT *g, GPTActs *a, int B, int T) {
     const GPTConfig *c = &g->cfg;
     CHECK(B >= 1 && T >= 1 && T <= c->seq_len, "batch %dx%d: need B >= 1 and 1 <= T <= %d", B,
@@ -89,32 +107,24 @@ void gpt_acts_alloc(GPT *g, GPTActs *a, int B, int T) {
     char err[200];
     CHECK(gpt_tp_error(c, g->tp.size, g->tp.sp, B, T, err, sizeof err) == NULL, "%s", err);
     Shapes s = shapes(g, B, T);
-    size_t C = s.C, Nl = s.Nl, BT = s.BT, Cl = s.Cl;
-    // Saved per layer: ln1 C, stats 2, res_att C, ln2 C, stats 2, res_mlp C on the
-    // residual stream's rows; qkv 3C, atty C, fch 4C, fch_gelu 4C (1/t of each)
-    // on every token: 16C + 4 per token when t = 1, plus the attention matrix.
+    size_t C = s.C, Nl = s.Nl, BT = s.BT;
     // A pipeline stage saves its own layers only, the embedding's output (or the
     // input it received) always, and the head's tensors on the last stage.
-    size_t per_layer = Nl * (4 * C + 4) + BT * 12 * Cl + s.att;
     size_t head = g->has_head ? Nl * (C + 2) + BT * s.Vl + BT + (s.t > 1 ? 2 * BT : 0) : 0;
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
-    a->floats = Nl * C + (size_t)(g->l1 - g->l0) * per_layer + head;
+    a->floats = Nl * C + head;
+    for (int l = g->l0; l < g->l1; l++) a->floats += layer_kept_floats(g, &s, l);
     a->buffer = mem_alloc(g->ctx, MEM_ACTIVATIONS, a->floats * sizeof(float));
     float *p = a->buffer;
 #define TAKE(n) (p += (n), p - (n))
     a->encoded = TAKE(Nl * C);
     a->layers = calloc((size_t)c->n_layer, sizeof *a->layers);
     CHECK(a->layers, "out of host memory");
-    for (int l = g->l0; l < g->l1; l++) {
-        LayerActs *x = &a->layers[l];
-        x->ln1 = TAKE(Nl * C); x->ln1_mean = TAKE(Nl); x->ln1_rstd = TAKE(Nl);
-        x->qkv = TAKE(BT * 3 * Cl); x->atty = TAKE(BT * Cl); x->att = TAKE(s.att);
-        x->res_att = TAKE(Nl * C);
-        x->ln2 = TAKE(Nl * C); x->ln2_mean = TAKE(Nl); x->ln2_rstd = TAKE(Nl);
-        x->fch = TAKE(BT * 4 * Cl); x->fch_gelu = TAKE(BT * 4 * Cl); x->res_mlp = TAKE(Nl * C);
-    }
+    for (int l = g->l0; l < g->l1; l++)
+        take_layer(&a->layers[l], &p, &s, !gpt_layer_recomputed(g, l),
+                   g->recompute != GPT_RECOMPUTE_SELECTIVE);
     if (g->has_head) {
         a->lnf = TAKE(Nl * C); a->lnf_mean = TAKE(Nl); a->lnf_rstd = TAKE(Nl);
         a->logits = TAKE(BT * s.Vl); a->losses = TAKE(BT);
@@ -166,14 +176,52 @@ void gpt_alloc_workspace(GPT *g, int B, int T) {
     g->vocab_work = vocab_work ? TAKE(vocab_work) : NULL;
 #undef TAKE
     CHECK((size_t)(p - g->work_buffer) == g->work_floats, "workspace layout mismatch");
+    // What recompute rematerialises, one layer at a time, for every micro-batch in
+    // flight: activations (the calculator counts them there), but one per model.
+    int any_full = 0;
+    for (int l = g->l0; l < g->l1; l++) any_full |= gpt_layer_recomputed(g, l);
+    g->remat_floats = any_full ? layer_floats(&s)
+                      : g->recompute == GPT_RECOMPUTE_SELECTIVE && g->l1 > g->l0 ? s.att : 0;
+    if (g->remat_floats) {
+        g->remat_buffer = mem_alloc(g->ctx, MEM_ACTIVATIONS, g->remat_floats * sizeof(float));
+        p = g->remat_buffer;
+        if (any_full) take_layer(&g->remat, &p, &s, 1, 1);
+        else g->remat.att = p;
+    }
     g->B = B;
     g->T = T;
+}
+
+void gpt_set_recompute(GPT *g, GPTRecompute level, int every) {
+    CHECK(!g->acts.buffer && !g->work_buffer, "gpt_set_recompute after the activations were "
+          "allocated");
+    CHECK(level >= GPT_RECOMPUTE_NONE && level <= GPT_RECOMPUTE_FULL && every >= 1,
+          "recompute level %d every %d", (int)level, every);
+    g->recompute = level;
+    g->recompute_every = every;
+}
+
+int gpt_layer_recomputed(const GPT *g, int l) {
+    int k = g->recompute_every > 0 ? g->recompute_every : 1;
+    return g->recompute == GPT_RECOMPUTE_FULL && l % k == 0;
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+const char *gpt_recompute_name(GPTRecompute r) {
+    return r >= GPT_RECOMPUTE_NONE && r <= GPT_RECOMPUTE_FULL ? recompute_names[r] : "?";
+}
+int gpt_recompute_parse(const char *s, GPTRecompute *r) {
+    for (int i = 0; i <= GPT_RECOMPUTE_FULL; i++)
+        if (strcmp(s, recompute_names[i]) == 0) { *r = (GPTRecompute)i; return 0; }
+    return -1;
 }
 
 void gpt_free(GPT *g) {
     Ctx *ctx = g->ctx;
     gpt_acts_free(g, &g->acts);
     if (g->work_buffer) mem_free(ctx, MEM_WORKSPACE, g->work_buffer, g->work_floats * sizeof(float));
+    if (g->remat_buffer)
+        mem_free(ctx, MEM_ACTIVATIONS, g->remat_buffer, g->remat_floats * sizeof(float));
     if (g->grads) mem_free(ctx, MEM_GRADS, g->grads, g->n_params * sizeof(float));
     if (g->params) mem_free(ctx, MEM_PARAMS, g->params, g->n_params * sizeof(float));
     free(g->gparams);
@@ -216,9 +264,7 @@ static const GPTParallelOps serial_layers = {
     serial_linear_forward, serial_linear_backward, serial_linear_forward, serial_linear_backward,
     serial_embed_forward,  serial_embed_backward,  serial_ce_forward,     serial_ce_backward,
 };
-static const GPTParallelOps *layers(const GPT *g) { return g->tp.ops ? g->tp.ops : &serial_layers; }
-// Token rows of the residual stream on this rank: N/t with sequence parallelism.
-static int stream_rows(const GPT *g, int N) { return g->tp.sp ? N / g->tp.size : N; }
+const GPTParallelOps *gpt_layers(const GPT *g) { return g->tp.ops ? g->tp.ops : &serial_layers; }
 
 // ---------------------------------------------------------------- forward
 
@@ -227,39 +273,57 @@ const float *gpt_layer_output(const GPT *g, int l) {
 }
 
 void gpt_embed_forward(GPT *g, int B, int T) {
-    use(g, 0, GPT_NEED_PARAMS);
-    layers(g)->embed_forward(g, g->acts.encoded, param_at(g, 0), param_at(g, 1), B, T);
+    gpt_use(g, 0, GPT_NEED_PARAMS);
+    gpt_layers(g)->embed_forward(g, g->acts.encoded, param_at(g, 0), param_at(g, 1), B, T);
+}
+
+// Where layer l's forward writes: its saved tensors, with what it does not keep
+// in the shared recompute buffers (the attention matrix with SELECTIVE; all but
+// the output with FULL).
+static LayerActs forward_target(const GPT *g, int l) {
+    LayerActs a = g->acts.layers[l];
+    if (gpt_layer_recomputed(g, l)) {
+        a = g->remat;
+        a.res_mlp = g->acts.layers[l].res_mlp;
+    } else if (g->recompute == GPT_RECOMPUTE_SELECTIVE) {
+        a.att = g->remat.att;
+    }
+    return a;
 }
 
 // Shapes in the blocks are this rank's: with tensor parallelism over t ranks each
 // holds NH/t heads (C/t of the attention's width) and 4C/t of the MLP's.
-void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T) {
+void gpt_layer_forward(GPT *g, const LayerActs *a, const float *x, int l, int B, int T) {
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
-    const GPTParallelOps *P = layers(g);
+    const GPTParallelOps *P = gpt_layers(g);
     int t = g->tp.size, C = g->cfg.n_embd, Cl = C / t, NHl = g->cfg.n_head / t, N = B * T;
-    int Nl = stream_rows(g, N);
+    int Nl = gpt_stream_rows(g, N);
     size_t NC = (size_t)Nl * C;
-    for (int l = l0; l < l1; l++) {
-        LayerActs *a = &g->acts.layers[l];
-        use(g, 1 + l, GPT_NEED_PARAMS);
 #define W(k) param_at(g, block_slice(l, k))
-        // attention branch: res_att = x + c_proj(attn(c_attn(ln_1(x))))
-        o->layernorm_forward(ctx, a->ln1, a->ln1_mean, a->ln1_rstd, x, W(GPT_LN1W), W(GPT_LN1B),
-                             Nl, C);
-        P->column_forward(g, a->qkv, a->ln1, W(GPT_QKVW), W(GPT_QKVB), N, C, 3 * Cl);
-        o->attention_forward(ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl);
-        P->row_forward(g, a->res_att, a->atty, W(GPT_ATTPROJW), W(GPT_ATTPROJB), N, Cl, C);
-        o->accumulate(ctx, a->res_att, x, 1.0f, NC);
-        // MLP branch: res_mlp = res_att + c_proj(gelu(c_fc(ln_2(res_att))))
-        o->layernorm_forward(ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_att, W(GPT_LN2W),
-                             W(GPT_LN2B), Nl, C);
-        P->column_forward(g, a->fch, a->ln2, W(GPT_FCW), W(GPT_FCB), N, C, 4 * Cl);
-        o->gelu_forward(ctx, a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
-        P->row_forward(g, a->res_mlp, a->fch_gelu, W(GPT_FCPROJW), W(GPT_FCPROJB), N, 4 * Cl, C);
-        o->accumulate(ctx, a->res_mlp, a->res_att, 1.0f, NC);
+    // attention branch: res_att = x + c_proj(attn(c_attn(ln_1(x))))
+    o->layernorm_forward(ctx, a->ln1, a->ln1_mean, a->ln1_rstd, x, W(GPT_LN1W), W(GPT_LN1B), Nl,
+                         C);
+    P->column_forward(g, a->qkv, a->ln1, W(GPT_QKVW), W(GPT_QKVB), N, C, 3 * Cl);
+    o->attention_forward(ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl);
+    P->row_forward(g, a->res_att, a->atty, W(GPT_ATTPROJW), W(GPT_ATTPROJB), N, Cl, C);
+    o->accumulate(ctx, a->res_att, x, 1.0f, NC);
+    // MLP branch: res_mlp = res_att + c_proj(gelu(c_fc(ln_2(res_att))))
+    o->layernorm_forward(ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_att, W(GPT_LN2W),
+                         W(GPT_LN2B), Nl, C);
+    P->column_forward(g, a->fch, a->ln2, W(GPT_FCW), W(GPT_FCB), N, C, 4 * Cl);
+    o->gelu_forward(ctx, a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
+    P->row_forward(g, a->res_mlp, a->fch_gelu, W(GPT_FCPROJW), W(GPT_FCPROJB), N, 4 * Cl, C);
+    o->accumulate(ctx, a->res_mlp, a->res_att, 1.0f, NC);
 #undef W
-        x = a->res_mlp;
+}
+
+void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T) {
+    for (int l = l0; l < l1; l++) {
+        gpt_use(g, 1 + l, GPT_NEED_PARAMS);
+        LayerActs a = forward_target(g, l);
+        gpt_layer_forward(g, &a, x, l, B, T);
+        x = g->acts.layers[l].res_mlp;
     }
 }
 
@@ -269,16 +333,16 @@ float gpt_head_forward(GPT *g, const float *x, int B, int T, int has_targets) {
     const GPTConfig *c = &g->cfg;
     int N = B * T, C = c->n_embd, L = c->n_layer, lnw = lnf_slice(g);
     int Vl = gpt_vocab_block(c, g->tp.size);
-    use(g, L + 1, GPT_NEED_PARAMS);
-    use(g, 0, GPT_NEED_PARAMS);  // the LM head is tied to wte (group 0)
+    gpt_use(g, L + 1, GPT_NEED_PARAMS);
+    gpt_use(g, 0, GPT_NEED_PARAMS);  // the LM head is tied to wte (group 0)
     o->layernorm_forward(ctx, g->acts.lnf, g->acts.lnf_mean, g->acts.lnf_rstd, x, param_at(g, lnw),
-                         param_at(g, lnw + 1), stream_rows(g, N), C);
+                         param_at(g, lnw + 1), gpt_stream_rows(g, N), C);
     // The LM head is tied: logits = lnf @ wte^T, no bias (column-parallel over the
     // vocabulary when tensor parallel: each rank its block of the logits).
-    layers(g)->column_forward(g, g->acts.logits, g->acts.lnf, param_at(g, 0), NULL, N, C, Vl);
+    gpt_layers(g)->column_forward(g, g->acts.logits, g->acts.lnf, param_at(g, 0), NULL, N, C, Vl);
     g->loss = 0.0f;
     if (has_targets) {
-        layers(g)->crossentropy_forward(g, g->acts.losses, g->acts.logits, N);
+        gpt_layers(g)->crossentropy_forward(g, g->acts.losses, g->acts.logits, N);
         float *host = malloc((size_t)N * sizeof(float));
         CHECK(host, "out of host memory");
         o->to_host(ctx, host, g->acts.losses, (size_t)N * sizeof(float));
@@ -319,174 +383,3 @@ float gpt_forward(GPT *g, const int *tokens, const int *targets, int B, int T) {
     return gpt_head_forward(g, gpt_layer_output(g, g->cfg.n_layer - 1), B, T, targets != NULL);
 }
 
-// ---------------------------------------------------------------- backward
-
-static void fire_hook(GPT *g, int group) {
-    if (g->hook) g->hook(g, group, g->hook_arg);
-}
-
-void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int B, int T) {
-    Ctx *ctx = g->ctx;
-    const Ops *o = ctx->ops;
-    const GPTParallelOps *P = layers(g);
-    const GPTConfig *c = &g->cfg;
-    int N = B * T, C = c->n_embd, L = c->n_layer, lnw = lnf_slice(g), Nl = stream_rows(g, N);
-    int Vl = gpt_vocab_block(c, g->tp.size);
-    use(g, L + 1, GPT_NEED_PARAMS | GPT_NEED_GRADS);
-    // The tied weight: wte's gradient gets its first half here, its second in the
-    // embedding's backward, so group 0's gradient is complete only at the very end.
-    use(g, 0, GPT_NEED_PARAMS | GPT_NEED_GRADS);
-    // The loss is the mean over N positions: each position's gradient is 1/N.
-    // dlogits overwrite the logits in place (they are not needed afterwards).
-    P->crossentropy_backward(g, g->acts.logits, g->acts.logits, dloss_scale / N, N);
-    P->column_backward(g, g->dln, grad_at(g, 0), NULL, g->acts.logits, g->acts.lnf, param_at(g, 0), N, C,
-                       Vl);
-    o->memset0(ctx, dx, (size_t)Nl * C * sizeof(float));
-    o->layernorm_backward(ctx, dx, grad_at(g, lnw), grad_at(g, lnw + 1), g->dln, x,
-                          param_at(g, lnw), g->acts.lnf_mean, g->acts.lnf_rstd, Nl, C);
-    fire_hook(g, L + 1);
-}
-
-void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int B, int T) {
-    Ctx *ctx = g->ctx;
-    const Ops *o = ctx->ops;
-    const GPTParallelOps *P = layers(g);
-    int t = g->tp.size, C = g->cfg.n_embd, Cl = C / t, NHl = g->cfg.n_head / t, N = B * T;
-    int Nl = stream_rows(g, N);
-    size_t big = (size_t)N * 4 * Cl * sizeof(float);
-    // dx enters as d(loss)/d(output of layer l1-1). Walking down, the residual
-    // connections mean each layernorm_backward simply adds its branch into dx.
-    for (int l = l1 - 1; l >= l0; l--) {
-        LayerActs *a = &g->acts.layers[l];
-        const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
-        use(g, 1 + l, GPT_NEED_PARAMS | GPT_NEED_GRADS);
-#define W(k) param_at(g, block_slice(l, k))
-#define D(k) grad_at(g, block_slice(l, k))
-        // MLP branch
-        P->row_backward(g, g->dbig, D(GPT_FCPROJW), D(GPT_FCPROJB), dx, a->fch_gelu,
-                        W(GPT_FCPROJW), N, 4 * Cl, C);
-        o->memset0(ctx, g->dbig2, big);
-        o->gelu_backward(ctx, g->dbig2, a->fch, g->dbig, (size_t)N * 4 * Cl);
-        P->column_backward(g, g->dln, D(GPT_FCW), D(GPT_FCB), g->dbig2, a->ln2, W(GPT_FCW), N, C,
-                           4 * Cl);
-        o->layernorm_backward(ctx, dx, D(GPT_LN2W), D(GPT_LN2B), g->dln, a->res_att, W(GPT_LN2W),
-                              a->ln2_mean, a->ln2_rstd, Nl, C);
-        // attention branch
-        P->row_backward(g, g->datty, D(GPT_ATTPROJW), D(GPT_ATTPROJB), dx, a->atty,
-                        W(GPT_ATTPROJW), N, Cl, C);
-        o->memset0(ctx, g->dqkv, (size_t)N * 3 * Cl * sizeof(float));
-        o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, Cl, NHl);
-        P->column_backward(g, g->dln, D(GPT_QKVW), D(GPT_QKVB), g->dqkv, a->ln1, W(GPT_QKVW), N,
-                           C, 3 * Cl);
-        o->layernorm_backward(ctx, dx, D(GPT_LN1W), D(GPT_LN1B), g->dln, xin, W(GPT_LN1W),
-                              a->ln1_mean, a->ln1_rstd, Nl, C);
-#undef W
-#undef D
-        fire_hook(g, 1 + l);
-    }
-}
-
-// ---------------------------------------------------------------- the backward in two passes
-
-// What the weight pass needs of each layer that the activations do not hold: the
-// gradients at the outputs of its four matmuls and two LayerNorms, per token
-// C (c_proj of the MLP) + 4C (c_fc) + C (ln_2) + C (c_proj of attention) + 3C
-// (c_attn) + C (ln_1) = 11C, in that order.
-enum { KEEP_FCPROJ = 0, KEEP_FC = 1, KEEP_LN2 = 5, KEEP_ATTPROJ = 6, KEEP_QKV = 7, KEEP_LN1 = 10,
-       KEEP_PER_TOKEN = 11 };
-
-size_t gpt_keep_floats(const GPT *g, int l0, int l1, int B, int T) {
-    return (size_t)(l1 - l0) * B * T * KEEP_PER_TOKEN * g->cfg.n_embd;
-}
-
-void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1, int B, int T,
-                               float *keep) {
-    Ctx *ctx = g->ctx;
-    const Ops *o = ctx->ops;
-    CHECK(!g->tp.ops, "the two-pass backward runs without tensor parallelism");
-    int C = g->cfg.n_embd, NH = g->cfg.n_head, N = B * T;
-    size_t NC = (size_t)N * C, bytes = NC * sizeof(float);
-    for (int l = l1 - 1; l >= l0; l--) {
-        LayerActs *a = &g->acts.layers[l];
-        const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
-        float *k = keep + (size_t)(l - l0) * NC * KEEP_PER_TOKEN;
-        use(g, 1 + l, GPT_NEED_PARAMS);
-#define W(i) param_at(g, block_slice(l, i))
-        // The same calls as gpt_blocks_backward, without the weight gradients; each
-        // gradient a weight needs is kept for the weight pass.
-        o->copy(ctx, k + KEEP_FCPROJ * NC, dx, bytes);
-        o->memset0(ctx, g->dbig, 4 * bytes);
-        o->matmul_backward(ctx, g->dbig, NULL, NULL, dx, a->fch_gelu, W(GPT_FCPROJW), N, 4 * C, C);
-        o->memset0(ctx, g->dbig2, 4 * bytes);
-        o->gelu_backward(ctx, g->dbig2, a->fch, g->dbig, 4 * NC);
-        o->copy(ctx, k + KEEP_FC * NC, g->dbig2, 4 * bytes);
-        o->memset0(ctx, g->dln, bytes);
-        o->matmul_backward(ctx, g->dln, NULL, NULL, g->dbig2, a->ln2, W(GPT_FCW), N, C, 4 * C);
-        o->copy(ctx, k + KEEP_LN2 * NC, g->dln, bytes);
-        o->layernorm_backward(ctx, dx, NULL, NULL, g->dln, a->res_att, W(GPT_LN2W), a->ln2_mean,
-                              a->ln2_rstd, N, C);
-        o->copy(ctx, k + KEEP_ATTPROJ * NC, dx, bytes);
-        o->memset0(ctx, g->datty, bytes);
-        o->matmul_backward(ctx, g->datty, NULL, NULL, dx, a->atty, W(GPT_ATTPROJW), N, C, C);
-        o->memset0(ctx, g->dqkv, 3 * bytes);
-        o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, C, NH);
-        o->copy(ctx, k + KEEP_QKV * NC, g->dqkv, 3 * bytes);
-        o->memset0(ctx, g->dln, bytes);
-        o->matmul_backward(ctx, g->dln, NULL, NULL, g->dqkv, a->ln1, W(GPT_QKVW), N, C, 3 * C);
-        o->copy(ctx, k + KEEP_LN1 * NC, g->dln, bytes);
-        o->layernorm_backward(ctx, dx, NULL, NULL, g->dln, xin, W(GPT_LN1W), a->ln1_mean,
-                              a->ln1_rstd, N, C);
-#undef W
-    }
-}
-
-void gpt_blocks_backward_weight(GPT *g, const float *x, int l0, int l1, int B, int T,
-                                const float *keep) {
-    Ctx *ctx = g->ctx;
-    const Ops *o = ctx->ops;
-    int C = g->cfg.n_embd, N = B * T;
-    size_t NC = (size_t)N * C;
-    for (int l = l1 - 1; l >= l0; l--) {
-        LayerActs *a = &g->acts.layers[l];
-        const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
-        const float *k = keep + (size_t)(l - l0) * NC * KEEP_PER_TOKEN;
-        use(g, 1 + l, GPT_NEED_PARAMS | GPT_NEED_GRADS);
-#define W(i) param_at(g, block_slice(l, i))
-#define D(i) grad_at(g, block_slice(l, i))
-        o->matmul_backward(ctx, NULL, D(GPT_FCPROJW), D(GPT_FCPROJB), k + KEEP_FCPROJ * NC,
-                           a->fch_gelu, W(GPT_FCPROJW), N, 4 * C, C);
-        o->matmul_backward(ctx, NULL, D(GPT_FCW), D(GPT_FCB), k + KEEP_FC * NC, a->ln2, W(GPT_FCW),
-                           N, C, 4 * C);
-        o->layernorm_backward(ctx, NULL, D(GPT_LN2W), D(GPT_LN2B), k + KEEP_LN2 * NC, a->res_att,
-                              W(GPT_LN2W), a->ln2_mean, a->ln2_rstd, N, C);
-        o->matmul_backward(ctx, NULL, D(GPT_ATTPROJW), D(GPT_ATTPROJB), k + KEEP_ATTPROJ * NC,
-                           a->atty, W(GPT_ATTPROJW), N, C, C);
-        o->matmul_backward(ctx, NULL, D(GPT_QKVW), D(GPT_QKVB), k + KEEP_QKV * NC, a->ln1,
-                           W(GPT_QKVW), N, C, 3 * C);
-        o->layernorm_backward(ctx, NULL, D(GPT_LN1W), D(GPT_LN1B), k + KEEP_LN1 * NC, xin,
-                              W(GPT_LN1W), a->ln1_mean, a->ln1_rstd, N, C);
-#undef W
-#undef D
-        fire_hook(g, 1 + l);
-    }
-}
-
-void gpt_embed_backward(GPT *g, const float *dx, int B, int T) {
-    use(g, 0, GPT_NEED_GRADS);
-    layers(g)->embed_backward(g, grad_at(g, 0), grad_at(g, 1), dx, B, T);
-    fire_hook(g, 0);
-}
-
-void gpt_backward(GPT *g, float dloss_scale) {
-    CHECK(g->grads || g->use_hook, "gpt_backward before gpt_alloc_grads");
-    CHECK(g->last_B > 0, "gpt_backward before a gpt_forward with targets");
-    int B = g->last_B, T = g->last_T, L = g->cfg.n_layer;
-    gpt_head_backward(g, gpt_layer_output(g, L - 1), g->dres, dloss_scale, B, T);
-    gpt_blocks_backward(g, g->acts.encoded, g->dres, 0, L, B, T);
-    gpt_embed_backward(g, g->dres, B, T);
-}
-
-void gpt_zero_grad(GPT *g) {
-    CHECK(g->grads, "gpt_zero_grad: no flat gradient buffer (a sharded strategy zeroes its own)");
-    g->ctx->ops->memset0(g->ctx, g->grads, g->n_params * sizeof(float));
-}

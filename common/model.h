@@ -136,6 +136,19 @@ typedef struct {
 
 typedef struct GPT GPT;
 
+// Activation recompute (stage 06): what a layer's forward keeps for its backward.
+//   NONE       every tensor of LayerActs, per layer and micro-batch;
+//   SELECTIVE  all but the attention probabilities att (B x NH x T x T, the part that
+//              grows with T^2, Korthikanti et al. 2022 §5): the backward recomputes
+//              them from qkv into one shared buffer;
+//   FULL       only the layer's output res_mlp (the next layer's input): the backward
+//              runs the layer's forward again, from the layer's input, into one
+//              shared layer of buffers, then its backward. With every = k > 1 only
+//              the layers l with l % k == 0 do so; the others keep everything.
+// The shared buffers (g->remat) are one per model, charged to MEM_ACTIVATIONS. The
+// recomputed tensors are the same calls on the same inputs: the same bits.
+typedef enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_FULL } GPTRecompute;
+
 // The layers that tensor parallelism replaces (stage 04 fills this table; the
 // serial ones in model.c are the default). Shapes are this rank's: N = B*T token
 // rows, of which the residual stream holds N/t with sequence parallelism; C and
@@ -221,6 +234,11 @@ struct GPT {
                                 // gathered input, and its full-width gradient
     GPTParallel tp;             // size 1: serial
 
+    // Activation recompute (gpt_set_recompute, before the activations exist).
+    int recompute, recompute_every;  // GPTRecompute; every k-th layer (1: all)
+    LayerActs remat;            // SELECTIVE: att; FULL: one whole layer (MEM_ACTIVATIONS)
+    float *remat_buffer; size_t remat_floats;
+
     float loss;                 // mean loss of the last forward (host)
     int last_B, last_T;         // shape of the last forward
 
@@ -305,6 +323,26 @@ void gpt_blocks_backward_weight(GPT *g, const float *x, int l0, int l1, int B, i
                                 const float *keep);
 // Output of layer l (or the embedding for l = -1): the input of layer l+1.
 const float *gpt_layer_output(const GPT *g, int l);
+
+// ---- activation recompute (stage 06)
+// Chooses what the forward keeps (GPTRecompute above; every >= 1). Call before
+// gpt_alloc_acts / gpt_alloc_workspace; refused afterwards.
+void gpt_set_recompute(GPT *g, GPTRecompute level, int every);
+const char *gpt_recompute_name(GPTRecompute r);          // "none", "selective", "full"
+int gpt_recompute_parse(const char *s, GPTRecompute *r); // 0 on success
+// 1 if layer l keeps only its output (FULL, and l is one of every k-th).
+int gpt_layer_recomputed(const GPT *g, int l);
+// One layer: its forward writes every tensor of *a from input x (B*T rows; with SP
+// the stream's rows), its backward takes dx from the layer's output to its input
+// and accumulates the layer's weight gradients. Neither calls the strategy's hooks
+// (the callers, gpt_blocks_forward / gpt_blocks_backward, do, once per layer).
+void gpt_layer_forward(GPT *g, const LayerActs *a, const float *x, int l, int B, int T);
+void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, int l, int B,
+                        int T);
+// The activations layer l's backward reads, made whole again: the saved ones where
+// the forward kept them, the recomputed ones where it did not (g->recompute).
+// Stage 06's exercise: 06_mixed_precision/recompute.c.
+LayerActs gpt_recompute_layer(GPT *g, const float *x, int l, int B, int T);
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,8 @@ void train_args_default(TrainArgs *a) {
     a->weight_decay = 0.1;
     a->grad_clip = 1.0;
     a->seed = 1;
+    a->recompute = "none";
+    a->recompute_every = 1;
 }
 
 int train_flags(TrainArgs *a, Flag *rows) {
@@ -58,6 +60,8 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_INT("--warmup", &a->warmup, 0, 1 << 20, "steps left out of the median timings"),
         F_INT("--log-every", &a->log_every, 1, 1 << 30, "print every n-th step"),
         F_STRING("--save-params", &a->save_params, "write the final weights to this .safetensors file"),
+        F_CHOICE("--recompute", &a->recompute, "none|selective|full", "activation recompute: keep all, all but the attention matrices, or each layer's output only"),
+        F_INT("--recompute-every", &a->recompute_every, 1, 1 << 20, "with --recompute full: only every k-th layer (l % k == 0) recomputes"),
     };
     int n = FLAG_COUNT(f);
     CHECK(n <= TRAIN_MAX_FLAGS, "TRAIN_MAX_FLAGS too small");
@@ -79,6 +83,8 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
         flags_fail("--data %s is byte-level text and needs --vocab >= 256 (the model has %d)",
                    a->data, cfg->vocab);
     if (synthetic && cfg->vocab < 4) flags_fail("the synthetic corpus needs --vocab >= 4");
+    if (a->recompute_every != 1 && strcmp(a->recompute, "full") != 0)
+        flags_fail("--recompute-every %d needs --recompute full", a->recompute_every);
 }
 
 // Rank 0 writes the whole model's weights (a sharded strategy gathers them first:
@@ -167,6 +173,9 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     const TrainStrategy *S = h ? h->strategy : NULL;
     if (S) S->build(&g, ctx, &cfg, a->seed, &oc, S->arg);
     else gpt_init(&g, ctx, &cfg, a->seed);
+    GPTRecompute rc = GPT_RECOMPUTE_NONE;
+    gpt_recompute_parse(a->recompute, &rc);
+    gpt_set_recompute(&g, rc, a->recompute_every);
     char peak_how[256];  // measured here: the other ranks now wait in sync_params
     double peak = mfu_peak(a, ctx, h, rank, world, peak_how, sizeof peak_how);
     if (h && h->sync_params) h->sync_params(&g, h->arg);

@@ -12,6 +12,8 @@
 
 typedef struct {
     const char *preset, *device, *data, *save_params;
+    const char *recompute;  // "none", "selective", "full" (model.h's GPTRecompute)
+    int recompute_every;    // full: every k-th layer
     int layers, width, heads, seq, vocab;  // 0 = from the preset
     int batch, accum, steps, threads, warmup, log_every;
     double lr, beta1, beta2, weight_decay, grad_clip, peak_tflops;

@@ -38,7 +38,7 @@ expect_fail course_tp_not_dividing "--tp 3 does not divide --heads 4" --preset s
 expect_fail course_stage_outside_pp "--stage 3 outside --pp 2" --preset small --recipe course --pp 2 --stage 3
 expect_fail course_pp_exceeds_layers "--pp 5 exceeds --layers 4" --preset small --recipe course --pp 5
 expect_fail stage_without_course "--stage needs --recipe course" --pp 2 --stage 1
-expect_fail course_pp_recompute  "--recompute none" --preset small --recipe course --pp 2 --recompute full
+expect_fail every_needs_full     "--recompute-every needs --recipe course --recompute full" --preset small --recipe course --recompute selective --recompute-every 2
 expect_fail course_pp_sweep      "--sweep seq" --preset small --recipe course --pp 2 --sweep seq
 expect_fail course_sp_without_tp "--sp needs --tp > 1" --preset small --recipe course --sp
 expect_fail course_sp_uneven_tokens "--tp 3" --preset small --hidden 96 --heads 6 --recipe course --tp 3 --sp

@@ -1,0 +1,26 @@
+// model_internal.h — what model.c (set-up, forward) and model_backward.c share:
+// where a slice's weights and gradients are, and the strategy's hooks. Not for
+// the stages: they see model.h only.
+#pragma once
+#include "model.h"
+
+// Where slice i's weights and gradients are now (gparams / ggrads of its group).
+static inline float *param_at(const GPT *g, int i) {
+    const ParamSlice *s = &g->slices[i];
+    return g->gparams[s->group] + (s->offset - g->group_offset[s->group]);
+}
+static inline float *grad_at(const GPT *g, int i) {
+    const ParamSlice *s = &g->slices[i];
+    return g->ggrads[s->group] + (s->offset - g->group_offset[s->group]);
+}
+// Slice index of tensor k of block l, and of the final layernorm's weight.
+static inline int block_slice(int l, int k) { return 2 + l * GPT_BLOCK_TENSORS + k; }
+static inline int lnf_slice(const GPT *g) { return 2 + GPT_BLOCK_TENSORS * g->cfg.n_layer; }
+
+// Tells the strategy (if any) that a group's weights or gradients are about to be
+// used, and checks that they are there.
+void gpt_use(GPT *g, int group, int need);
+// The layers: the serial ones, or tensor parallelism's (g->tp.ops).
+const GPTParallelOps *gpt_layers(const GPT *g);
+// Token rows of the residual stream on this rank: N/t with sequence parallelism.
+static inline int gpt_stream_rows(const GPT *g, int N) { return g->tp.sp ? N / g->tp.size : N; }

@@ -1,0 +1,153 @@
+// test_recompute.c — stage 06's activation recompute on one process.
+//
+// mp.recompute.LEVEL.grads    the gradients (and the loss) with recompute LEVEL are
+//                             BITWISE those without: the backward reads the same
+//                             numbers whether they were kept or computed again (the
+//                             same calls on the same inputs, in the same order).
+// mp.recompute.LEVEL.memory   what the ledger charges to MEM_ACTIVATIONS = the stage-01
+//                             calculator's course recipe with --recompute LEVEL
+//                             (mm_course_stage_act_bytes), to the byte; and less than
+//                             without recompute.
+// mp.recompute.LEVEL.steps    3 AdamW steps: the weights bitwise those without.
+// mp.recompute.selective.two_pass   the zero-bubble pipeline's backward in two passes
+//                             (stage 05) recomputes the attention matrix in its input
+//                             pass: bitwise the one-pass gradients.
+// LEVEL: selective, full, full_every2 (layers 0 and 2 of 4), full_every3 (0 and 3).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../01_memory_wall/memory_model.h"
+#include "ctx.h"
+#include "harness.h"
+#include "model.h"
+#include "ops.h"
+#include "optim.h"
+#include "rng.h"
+
+enum { B = 2, STEPS = 3 };
+static const GPTConfig CFG = {.n_layer = 4, .n_embd = 32, .n_head = 4, .seq_len = 8, .vocab = 61};
+
+typedef struct {
+    float loss;
+    float *grads;            // after one forward and backward
+    float *params;           // after STEPS AdamW steps
+    size_t act_bytes;        // MEM_ACTIVATIONS held once allocated
+    size_t n;
+} Run;
+
+static void batch(int step, int *tok, int *tgt) {
+    Rng r;
+    rng_seed(&r, 1000 + (uint64_t)step);
+    for (int i = 0; i < B * CFG.seq_len; i++) {
+        tok[i] = (int)rng_below(&r, (uint32_t)CFG.vocab);
+        tgt[i] = (int)rng_below(&r, (uint32_t)CFG.vocab);
+    }
+}
+
+static Run run(GPTRecompute rc, int every, int two_pass) {
+    Ctx ctx;
+    ctx_init(&ctx, DEV_CPU, 1, 0);
+    GPT g;
+    gpt_init(&g, &ctx, &CFG, 7);
+    gpt_set_recompute(&g, rc, every);
+    gpt_alloc_grads(&g);
+    gpt_alloc_acts(&g, B, CFG.seq_len);
+    Run out = {0};
+    out.n = g.n_params;
+    out.act_bytes = ctx.ledger.current[MEM_ACTIVATIONS];
+    AdamWConfig oc = adamw_default_config();
+    AdamW opt;
+    adamw_init(&opt, &g, &oc, 0, g.n_params);
+    int T = CFG.seq_len, L = CFG.n_layer, tok[B * 8], tgt[B * 8];
+    for (int s = 0; s < STEPS; s++) {
+        batch(s, tok, tgt);
+        gpt_zero_grad(&g);
+        float loss = gpt_forward(&g, tok, tgt, B, T);
+        if (!two_pass) {
+            gpt_backward(&g, 1.0f);
+        } else {  // stage 05's zero-bubble split: input gradients first, weights after
+            float *keep = calloc(gpt_keep_floats(&g, 0, L, B, T), sizeof(float));
+            gpt_head_backward(&g, gpt_layer_output(&g, L - 1), g.dres, 1.0f, B, T);
+            gpt_blocks_backward_input(&g, g.acts.encoded, g.dres, 0, L, B, T, keep);
+            gpt_embed_backward(&g, g.dres, B, T);
+            gpt_blocks_backward_weight(&g, g.acts.encoded, 0, L, B, T, keep);
+            free(keep);
+        }
+        if (s == 0) {
+            out.loss = loss;
+            out.grads = malloc(g.n_params * sizeof(float));
+            memcpy(out.grads, g.grads, g.n_params * sizeof(float));
+        }
+        adamw_step(&opt, &g, grad_global_norm(&g));
+    }
+    out.params = malloc(g.n_params * sizeof(float));
+    memcpy(out.params, g.params, g.n_params * sizeof(float));
+    adamw_free(&opt, &g);
+    gpt_free(&g);
+    ctx_destroy(&ctx);
+    return out;
+}
+
+// The first element where a and b differ, or -1.
+static long first_diff(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float))) return (long)i;
+    return -1;
+}
+
+int main(void) {
+    TestState ts = {0, 0};
+    ModelSpec m = {.arch = ARCH_GPT, .layers = CFG.n_layer, .hidden = CFG.n_embd,
+                   .heads = CFG.n_head, .kv_heads = CFG.n_head, .ffn = 4 * CFG.n_embd,
+                   .vocab = CFG.vocab, .seq = CFG.seq_len};
+    static const struct { const char *name; GPTRecompute rc; Recompute mm; int every; } levels[] = {
+        {"selective", GPT_RECOMPUTE_SELECTIVE, RECOMPUTE_SELECTIVE, 1},
+        {"full", GPT_RECOMPUTE_FULL, RECOMPUTE_FULL, 1},
+        {"full_every2", GPT_RECOMPUTE_FULL, RECOMPUTE_FULL, 2},
+        {"full_every3", GPT_RECOMPUTE_FULL, RECOMPUTE_FULL, 3},
+    };
+    for (size_t i = 0; i < sizeof levels / sizeof *levels; i++)
+        for (const char *part = "grads"; part; part = strcmp(part, "grads") == 0 ? "memory" : 0)
+            printf("PLAN mp.recompute.%s.%s\n", levels[i].name, part);
+
+    Run base = run(GPT_RECOMPUTE_NONE, 1, 0);
+    double base_pred = mm_course_stage_act_bytes(&m, B, CFG.seq_len, 1, 0, 1, 0, 1,
+                                                 RECOMPUTE_NONE, 1);
+    char name[96];
+    for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
+        Run r = run(levels[i].rc, levels[i].every, 0);
+        long d = first_diff(r.grads, base.grads, base.n);
+        snprintf(name, sizeof name, "mp.recompute.%s.grads", levels[i].name);
+        test_report(&ts, d < 0 && memcmp(&r.loss, &base.loss, sizeof(float)) == 0, name,
+                    "loss %.7f vs %.7f; %s", r.loss, base.loss,
+                    d < 0 ? "every gradient bitwise" : "gradients differ");
+        if (d >= 0) printf("  first difference at element %ld: %.9g vs %.9g\n", d, r.grads[d],
+                           base.grads[d]);
+        double pred = mm_course_stage_act_bytes(&m, B, CFG.seq_len, 1, 0, 1, 0, 1, levels[i].mm,
+                                                levels[i].every);
+        snprintf(name, sizeof name, "mp.recompute.%s.memory", levels[i].name);
+        test_report(&ts, (double)r.act_bytes == pred && r.act_bytes < base.act_bytes, name,
+                    "activations %zu B (calculator %.0f; none %zu, calculator %.0f)", r.act_bytes,
+                    pred, base.act_bytes, base_pred);
+        d = first_diff(r.params, base.params, base.n);
+        snprintf(name, sizeof name, "mp.recompute.%s.steps", levels[i].name);
+        test_report(&ts, d < 0, name, "weights after %d AdamW steps %s", STEPS,
+                    d < 0 ? "bitwise" : "differ");
+        free(r.grads);
+        free(r.params);
+    }
+    Run zb = run(GPT_RECOMPUTE_SELECTIVE, 1, 1);
+    test_report(&ts, first_diff(zb.grads, base.grads, base.n) < 0 &&
+                         first_diff(zb.params, base.params, base.n) < 0,
+                "mp.recompute.selective.two_pass", "input pass then weight pass: %s",
+                first_diff(zb.grads, base.grads, base.n) < 0 ? "bitwise" : "differs");
+    test_report(&ts, (double)base.act_bytes == base_pred, "mp.recompute.none.memory",
+                "activations %zu B, calculator %.0f", base.act_bytes, base_pred);
+    free(zb.grads);
+    free(zb.params);
+    free(base.grads);
+    free(base.params);
+    printf("%d passed, %d failed\n", ts.passed, ts.failed);
+    return ts.failed ? 1 : 0;
+}
