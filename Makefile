@@ -43,14 +43,18 @@ stage_src = $(foreach f,$1,$(if $(and $(EX),$(wildcard $(dir $f)exercises/$(notd
 stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
 CORE := log dtype rng ledger flags safetensors safetensors_json safetensors_write ctx ops_cpu \
-        model_layout model_backward \
+        model_layout model_backward model_fp8 \
         model optim data perf comm comm_shm comm_tcp trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 # Stage 06's primitives are the core's too: every stage trains with its precisions
 # and recompute. They live in the lesson's folder, where `make grade-6` swaps in
 # the learner's versions (EX=1, stage_src).
-PRECISION_SRCS := 06_mixed_precision/recompute.c
+PRECISION_SRCS := 06_mixed_precision/recompute.c 06_mixed_precision/sround.c \
+                  06_mixed_precision/loss_scale.c 06_mixed_precision/fp8.c
 CORE_OBJS += $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$(PRECISION_SRCS)))
+# precision.h (stochastic rounding, loss scaling, fp8 scales) is the core's too:
+# the CPU backend's ops call its scalar routines.
+CFLAGS += -I06_mixed_precision
 
 # MPI: the transport and the mpirun launcher are compiled with mpicc's flags and
 # linked with its libraries; without mpicc, comm_mpi_absent.c says so at run time.
@@ -66,8 +70,8 @@ endif
 # are nvcc's; without nvcc their *_absent.c stand-ins say so at run time. The
 # probe's meaning (cuda_probe.c: skip or fail, which GPU a rank takes) is C, in
 # every build.
-CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_split comm_cuda comm_cuda_nccl comm_cuda_ipc \
-             cuda_query
+CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_split ops_cuda_precision comm_cuda comm_cuda_nccl \
+             comm_cuda_ipc cuda_query comm_cuda_p2p gpu_clock
 CUDA_OBJS := $(CUDA_SRCS:%=$(BUILD)/common/%.o)
 CORE_OBJS += $(BUILD)/common/cuda_probe.o
 ifneq ($(NVCC),)
@@ -83,7 +87,7 @@ else
 endif
 
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
-         test_gpu gpt_dump test_comm compare_params
+         test_gpu gpt_dump test_comm compare_params test_precision
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
 # `make` with no target builds everything (stage.mk files below define targets too).
@@ -103,7 +107,8 @@ report-build:
 	; MPI: $(if $(MPICC),$(MPICC),not found (MPI transport skipped))"
 
 # One rule for every C object: common/, the stage folders, their exercises/.
-$(BUILD)/%.o: %.c common/*.h
+# Stage 06's precision.h is a core header too (see PRECISION_SRCS).
+$(BUILD)/%.o: %.c common/*.h 06_mixed_precision/precision.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

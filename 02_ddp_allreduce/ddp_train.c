@@ -19,18 +19,20 @@
 #include "check.h"
 #include "comm_cuda.h"
 #include "ddp.h"
+#include "grad_comm.h"
 #include "trainer.h"
 
 static void sync_params(GPT *g, void *arg) { ddp_broadcast_params(arg, g); }
 static void sync_grads(GPT *g, void *arg) { ddp_sync_grads(arg, g); }
+static void sync_grads_bf16(GPT *g, void *arg) { ddp_sync_grads_bf16(arg, g); }
 
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_default(&a);
     int np = 1;
     double timeout = 60;
-    const char *algo = "ring", *transport = "shm", *gpu_comm = "auto";
-    Flag flags[TRAIN_MAX_FLAGS + 5];
+    const char *algo = "ring", *transport = "shm", *gpu_comm = "auto", *grad_comm = "auto";
+    Flag flags[TRAIN_MAX_FLAGS + 6];
     int nf = train_flags(&a, flags);
     Flag extra[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
@@ -40,6 +42,8 @@ int main(int argc, char **argv) {
         F_CHOICE("--gpu-comm", &gpu_comm, "auto|nccl|ipc|host", "with --device cuda, how gradients "
                  "move: auto = NCCL if every rank has its own GPU, else CUDA IPC; host = via host "
                  "memory with --algo"),
+        F_CHOICE("--grad-comm", &grad_comm, "auto|fp32|bf16", "the gradients' type on the wire "
+                 "(auto: bf16 when --precision computes in bf16, else fp32; stage 06)"),
     };
     for (int i = 0; i < FLAG_COUNT(extra); i++) flags[nf++] = extra[i];
     flags_parse(flags, nf, argc, argv, "ddp_train [flags]",
@@ -48,6 +52,13 @@ int main(int argc, char **argv) {
     train_resolve(&a, &cfg);
     Device dev;
     device_parse(a.device, &dev);
+    GPTRecipe recipe = PREC_FP32;
+    gpt_recipe_parse(a.precision, &recipe);
+    int bf16_recipe = recipe == PREC_MIXED_BF16 || recipe == PREC_BF16 || recipe == PREC_BF16_SR ||
+                      recipe == PREC_FP8;
+    int wire_bf16 = strcmp(grad_comm, "bf16") == 0 || (strcmp(grad_comm, "auto") == 0 && bf16_recipe);
+    if (wire_bf16 && dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
+        flags_fail("--grad-comm bf16 with --device cuda goes through host memory: add --gpu-comm host");
     if (dev == DEV_CPU && flag_given(flags, nf, "--gpu-comm"))
         flags_fail("--gpu-comm %s needs --device cuda", gpu_comm);
     CommConfig cc = {.np = np, .timeout_s = timeout};
@@ -79,11 +90,13 @@ int main(int argc, char **argv) {
         snprintf(label, sizeof label, "DDP over %d rank%s (all-reduce GPU to GPU: %s)", ctx.world,
                  ctx.world == 1 ? "" : "s", gpu_comm_describe(gc));
     else
-        snprintf(label, sizeof label, "DDP over %d rank%s (%s all-reduce, %s%s)", ctx.world,
+        snprintf(label, sizeof label, "DDP over %d rank%s (%s all-reduce, %s%s%s)", ctx.world,
                  ctx.world == 1 ? "" : "s", algo_name(al), transport_name(comm_transport(c)),
-                 dev == DEV_CUDA ? ", gradients staged through host memory" : "");
+                 dev == DEV_CUDA ? ", gradients staged through host memory" : "",
+                 wire_bf16 ? ", gradients sent as bf16" : "");
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
-                    .local_cores = comm_local_cores(c), .sync_grads = sync_grads,
+                    .local_cores = comm_local_cores(c),
+                    .sync_grads = wire_bf16 ? sync_grads_bf16 : sync_grads,
                     .sync_params = sync_params, .arg = &d, .label = label};
     train_run(&a, &ctx, &h);
     const CommCounter *k = comm_counters(c);

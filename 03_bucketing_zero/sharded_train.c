@@ -76,6 +76,12 @@ int main(int argc, char **argv) {
     shard_kind_parse(strategy, &sc.kind);
     algo_parse(algo, &sc.algo);
     if (shard_size && sc.kind != SH_HSDP) flags_fail("--shard-size is for --strategy hsdp");
+    // fp8 keeps its scales per linear layer, known by where its weight lives; ZeRO-3
+    // and FSDP gather every layer's weights into the same buffers.
+    if (strcmp(a.precision, "fp8") == 0 && (sc.kind == SH_ZERO3 || sc.kind == SH_FSDP ||
+                                            sc.kind == SH_HSDP))
+        flags_fail("--precision fp8 is not for --strategy %s (the gathered weights share "
+                   "buffers): use ddp, zero1 or zero2", strategy);
     if (shard_size && np > 1 && np % shard_size)
         flags_fail("--shard-size %d does not divide --np %d", shard_size, np);
     if ((kill_rank >= 0) != (kill_at > 0)) flags_fail("--kill-rank and --kill-at go together");

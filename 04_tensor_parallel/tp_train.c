@@ -58,6 +58,8 @@ int main(int argc, char **argv) {
     if (world % tp) flags_fail("--tp %d does not divide the %d ranks (--np)", tp, world);
     char err[200];
     if (gpt_tp_error(&cfg, tp, sp, a.batch, cfg.seq_len, err, sizeof err)) flags_fail("%s", err);
+    if (tp > 1 && strcmp(a.precision, "fp8") == 0)
+        flags_fail("--precision fp8 casts the serial linear layers: not with --tp %d", tp);
     Algo al;
     algo_parse(algo, &al);
     Device dev;

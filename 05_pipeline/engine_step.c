@@ -5,7 +5,8 @@
 // activations (slot->acts: taken from the pool by the receive of the input, or by
 // the forward on the first stage; returned by the backward) and the gradient message
 // (slot->grad: allocated by its receive, or by the backward on the last stage;
-// sent to the previous stage, or dropped on the first).
+// sent to the previous stage, or dropped on the first). pipe_isend / pipe_irecv
+// (engine.c) move it between host buffers on the CPU, device buffers on a GPU.
 #include "ops.h"
 #include "pipe.h"
 
@@ -38,8 +39,7 @@ void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets
     switch (a->op) {
     case PP_RECV_ACT:  // post the receive of the input straight into the activations
         activations_for(P, x, c, tokens + off, targets + off);
-        x->recv_act = comm_irecv(P->comm, P->pp, pipe_peer(P, c, 0), x->acts.encoded, bytes,
-                                 RECV_COPY, DT_F32);
+        x->recv_act = pipe_irecv(P, pipe_peer(P, c, 0), x->acts.encoded, bytes);
         break;
     case PP_FORWARD:
         if (!x->acts.buffer) activations_for(P, x, c, tokens + off, targets + off);
@@ -52,13 +52,11 @@ void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets
         if (last) P->loss_sum += gpt_head_forward(g, gpt_layer_output(g, g->l1 - 1), B, T, 1);
         break;
     case PP_SEND_ACT:  // the chunk's output stays in its activations until its backward
-        x->send_act = comm_isend(P->comm, P->pp, pipe_peer(P, c, 1),
-                                 x->acts.layers[g->l1 - 1].res_mlp, bytes);
+        x->send_act = pipe_isend(P, pipe_peer(P, c, 1), x->acts.layers[g->l1 - 1].res_mlp, bytes);
         break;
     case PP_RECV_GRAD:
         x->grad = mem_alloc(g->ctx, MEM_COMM, bytes);
-        x->recv_grad = comm_irecv(P->comm, P->pp, pipe_peer(P, c, 1), x->grad, bytes, RECV_COPY,
-                                  DT_F32);
+        x->recv_grad = pipe_irecv(P, pipe_peer(P, c, 1), x->grad, bytes);
         break;
     case PP_BACKWARD: case PP_BACKWARD_INPUT:
         if (x->recv_grad) pipe_wait(P, &x->recv_grad);
@@ -88,7 +86,7 @@ void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets
         release(P, x, c);
         break;
     case PP_SEND_GRAD:
-        x->send_grad = comm_isend(P->comm, P->pp, pipe_peer(P, c, 0), x->grad, bytes);
+        x->send_grad = pipe_isend(P, pipe_peer(P, c, 0), x->grad, bytes);
         break;
     default:
         break;

@@ -18,14 +18,19 @@
 
 #define PP_MAX_CHUNKS 8
 
+// A message between neighbouring stages, in flight (engine.c): a host message
+// (comm.h) when the stages compute on the CPU, a GPU one (comm_cuda.h's
+// gpu_isend / gpu_irecv: device buffer to device buffer) when they compute on GPUs.
+typedef struct PipeMsg PipeMsg;
+
 // What the engine keeps of one (micro-batch, chunk) between its actions.
 typedef struct {
     GPTActs acts;           // its activations (allocated at its receive or forward)
-    CommRequest *recv_act;  // the input's receive, until the forward waits for it
-    CommRequest *send_act;  // the output's send, until the backward frees the activations
+    PipeMsg *recv_act;      // the input's receive, until the forward waits for it
+    PipeMsg *send_act;      // the output's send, until the backward frees the activations
     float *grad;            // (N, C) the gradient at the chunk's output, then at its input
     float *keep;            // zero-bubble: what the weight pass needs, from B to W
-    CommRequest *recv_grad, *send_grad;
+    PipeMsg *recv_grad, *send_grad;
 } PPSlot;
 
 typedef struct {
@@ -51,6 +56,11 @@ typedef struct {
                             // then the replicas all-gather the weights
     int kill_at;            // fault test: this rank dies (SIGKILL) at its action number
                             // kill_at of the first step (-1: never)
+    // --device cuda (set after pipe_init; NULL on the CPU):
+    GpuComm *gpu;           // the pipeline group's: its messages over CUDA IPC
+    GpuComm *gpu_dp;        // the data-parallel group's: DDP's all-reduce, ZeRO-1's all-gather
+    GpuClock *clock;        // with a timeline: the actions' GPU times (engine.c)
+    int mark0, mark1;       // the current action's first and last clock marks
     TrainStrategy strategy;
 } Pipe;
 
@@ -63,6 +73,8 @@ const char *pp_error(const GPTConfig *c, int pp, int chunks, char *buf, size_t n
 // Sets up the strategy for this rank's stage: build (the trainer's), then the
 // engine runs S each step. S must outlive the Pipe.
 // tp: tensor parallelism inside each stage (stage 04; NULL for none).
+// On GPUs set P->gpu (the pipeline group's GpuComm, created with GPU_IPC) and,
+// with data parallelism, P->gpu_dp, after this and before the first step.
 void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, TensorParallel *tp, Algo algo,
                const PPSchedule *S, Timeline *tl);
 
@@ -71,9 +83,13 @@ void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, TensorParallel *tp, Algo 
 float pipe_run(Pipe *P, const int *tokens, const int *targets);
 // One action (engine_step.c).
 void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets);
-// Helpers the step uses (engine.c): wait for one request while moving every
-// other request of the step along; the chunk's model and its neighbours.
-void pipe_wait(Pipe *P, CommRequest **r);
+// Helpers the step uses (engine.c): post a send or a receive of the residual
+// stream to or from a pp-group member (host buffers on the CPU, device buffers on
+// a GPU); wait for one message while moving every other message of the step
+// along; the chunk's model and its neighbours.
+PipeMsg *pipe_isend(Pipe *P, int peer, const void *buf, size_t bytes);
+PipeMsg *pipe_irecv(Pipe *P, int peer, void *buf, size_t bytes);
+void pipe_wait(Pipe *P, PipeMsg **r);
 int pipe_peer(const Pipe *P, int chunk, int next);   // pp-group member of the next/previous stage
 size_t pipe_stream_bytes(const Pipe *P);            // an activation or gradient message
 PPSlot *pipe_slot(Pipe *P, int mb, int chunk);

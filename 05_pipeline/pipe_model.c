@@ -5,6 +5,10 @@
 // chunk is a GPT of its own (common/model.h's GPTPart: its layers, the embedding
 // on virtual stage 0, the head on K-1), with its own gradients and AdamW state,
 // and its weights are the single-process model's (gpt_initial_params).
+//
+// On GPUs the buffers are the device's: the tied embedding's gradients cross the
+// pipeline as GPU messages (P->gpu), DDP's all-reduce and ZeRO-1's all-gather are
+// the GPU collectives of P->gpu_dp; the loss and the norm stay host numbers.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,20 +65,27 @@ static void pipe_build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, co
             adamw_init(&P->opt[c], m, oc, 0, m->n_params);
         }
         ddp_init(&P->ddp[c], P->comm, P->dp, P->algo);
+        P->ddp[c].gpu = P->gpu_dp;  // NULL on the CPU
     }
 }
 
 static float pipe_micro_batches(GPT *g, const int *tokens, const int *targets, int B, int T, int m,
                                 void *arg) {
-    (void)g;
     Pipe *P = arg;
     CHECK(m == P->S->m, "the schedule is for %d micro-batches, the step has %d (--grad-accum)",
           P->S->m, m);
     if (!P->model[0]->work_buffer) {  // the first step: the workspace, for this micro-batch size
         P->B = B;
         P->T = T;
+        // The trainer set the recompute and the precision on the chunk it knows (g,
+        // chunk 0); the others take them from it (stage 06).
+        for (int c = 1; c < P->v; c++) {
+            gpt_set_recompute(P->model[c], g->recompute, g->recompute_every);
+            gpt_set_precision(P->model[c], g->prec.recipe, g->prec.seed);
+        }
         for (int c = 0; c < P->v; c++) gpt_alloc_workspace(P->model[c], B, T);
     }
+    for (int c = 1; c < P->v; c++) P->model[c]->prec.loss_scale = g->prec.loss_scale;
     CHECK(B == P->B && T == P->T, "micro-batches of %dx%d, the pipeline was set up for %dx%d", B,
           T, P->B, P->T);
     return pipe_run(P, tokens, targets);
@@ -100,8 +111,14 @@ void pipe_update(Pipe *P, double norm) {
     for (int c = 0; c < P->v; c++) {
         GPT *m = P->model[c];
         adamw_step(&P->opt[c], m, norm);  // with ZeRO-1: this replica's shard
-        if (P->zero1 && P->dp->size > 1)
+        if (!P->zero1 || P->dp->size == 1) continue;
+        if (m->ctx->device == DEV_CPU) {
             all_gather(P->comm, P->dp, m->params, m->n_params, DT_F32, P->algo);
+        } else {  // the same shards (shard_range's split) moved between GPUs
+            CHECK(P->gpu_dp, "ZeRO-1 on %s needs a GpuComm for the data-parallel group "
+                  "(Pipe.gpu_dp)", device_name(m->ctx->device));
+            gpu_all_gather(P->gpu_dp, m->params, m->n_params, DT_F32);
+        }
     }
 }
 
@@ -120,6 +137,8 @@ static void pipe_destroy(GPT *g, void *arg) {
         ddp_free(&P->ddp[c], P->model[c]);
         if (c > 0) gpt_free(P->model[c]);  // chunk 0 is the trainer's to free
     }
+    gpu_clock_free(P->clock);
+    P->clock = NULL;
 }
 
 void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, TensorParallel *tp, Algo algo,
@@ -155,13 +174,24 @@ void pipe_sync_embedding(Pipe *P) {
     Ctx *ctx = g->ctx;
     const ParamSlice *wte = &g->slices[0];
     size_t bytes = wte->numel * sizeof(float);
+    int other = s == first_rank ? last_rank : first_rank;
     // Each side sends its own gradient and adds the other's: a + b on one side,
     // b + a on the other, the same bits (float addition commutes).
+    if (ctx->device != DEV_CPU) {  // device to device; y += 1 * x is y + x, rounded once
+        CHECK(P->gpu, "the tied embedding on %s needs a GpuComm for the pipeline group "
+              "(Pipe.gpu)", device_name(ctx->device));
+        float *theirs = mem_alloc(ctx, MEM_COMM, bytes);
+        GpuRequest *r[2] = {gpu_isend(P->gpu, other, g->grads + wte->offset, bytes),
+                            gpu_irecv(P->gpu, other, theirs, bytes)};
+        gpu_wait(P->gpu, r, 2);
+        ctx->ops->accumulate(ctx, g->grads + wte->offset, theirs, 1.0f, wte->numel);
+        mem_free(ctx, MEM_COMM, theirs, bytes);
+        return;
+    }
     float *mine = malloc(bytes), *sum = malloc(bytes);
     CHECK(mine && sum, "out of host memory for the embedding's gradient");
     ctx->ops->to_host(ctx, mine, g->grads + wte->offset, bytes);
     memcpy(sum, mine, bytes);
-    int other = s == first_rank ? last_rank : first_rank;
     CommRequest *r[2] = {comm_isend(P->comm, P->pp, other, mine, bytes),
                          comm_irecv(P->comm, P->pp, other, sum, bytes, RECV_SUM, DT_F32)};
     comm_wait(P->comm, r, 2);

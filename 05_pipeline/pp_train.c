@@ -5,11 +5,18 @@
 //   build/pp_train --np 4 --pp 2 --schedule interleaved --chunks 2 --grad-accum 8
 //   build/pp_train --np 8 --pp 2 --tp 2 --grad-accum 4         # dp 2 x tp 2 x pp 2
 //   build/pp_train --np 2 --pp 2 --trace runs/pp               # the last step's timeline
+//   build/pp_train --np 2 --pp 2 --device cuda                 # GPUs: device-to-device messages
 //
 // The step's micro-batches are the trainer's gradient accumulation (--grad-accum
 // m): one optimizer step per m micro-batches, whatever the schedule. Every rank
 // prints a MEM line (its ledger's peaks); --trace writes the last step's timeline
 // (Chrome JSON and a table for the Gantt charts).
+//
+// --device cuda: every rank computes on a GPU (ranks share GPUs round-robin).
+// The pipeline's messages go device to device over CUDA IPC (comm_cuda.h's
+// gpu_isend / gpu_irecv: ranks of one machine), tensor parallelism and DDP use
+// the GPU collectives (NCCL, or the IPC ring on a shared GPU), and the trace
+// holds the actions' GPU times (CUDA events), not the times the host queued them.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +78,11 @@ int main(int argc, char **argv) {
     if (gpt_tp_error(&cfg, tp, sp, a.batch, cfg.seq_len, err, sizeof err)) flags_fail("%s", err);
     if (kind == SCHED_ZB_H1 && tp > 1)
         flags_fail("--schedule zb-h1 splits the backward of the serial layers: not with --tp %d", tp);
+    if (kind == SCHED_ZB_H1 && strcmp(a.recompute, "full") == 0)
+        flags_fail("--schedule zb-h1 keeps activations for its weight pass: not with --recompute full");
+    if (strcmp(a.precision, "fp8") == 0)
+        flags_fail("--precision fp8 is for one process or data parallelism (build/train, "
+                   "build/ddp_train), not a pipeline yet");
     PPSchedule *S = sched_build(kind, pp, a.accum, chunks, err, sizeof err);
     if (!S) flags_fail("%s (--grad-accum is the number of micro-batches)", err);
     if (sched_check(S, err, sizeof err)) flags_fail("the %s schedule is not sound: %s", sched, err);
@@ -79,35 +91,55 @@ int main(int argc, char **argv) {
     algo_parse(algo, &al);
     Device dev;
     device_parse(a.device, &dev);
-    if (dev == DEV_CUDA) flags_fail("--device cuda: the pipeline's transfers are host messages "
-                                    "for now (stage 05's GPU path is still to come)");
+    if (dev == DEV_CUDA) gpu_check_launch(np);  // a usable GPU, shareable: before the fork
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
     char conf[COMM_CONFIG_BYTES];
     snprintf(conf, sizeof conf, "--np=%d --pp=%d --tp=%d --sp=%d --zero1=%d --schedule=%s --chunks=%d "
              "--algo=%s --preset=%s --layers=%d --width=%d --heads=%d --seq=%d --vocab=%d "
-             "--batch=%d --grad-accum=%d --steps=%d --lr=%g --seed=%llu --data=%s",
+             "--batch=%d --grad-accum=%d --steps=%d --lr=%g --seed=%llu --data=%s --device=%s",
              comm_size(c), pp, tp, sp, zero1, sched, chunks, algo, a.preset, cfg.n_layer, cfg.n_embd,
-             cfg.n_head, cfg.seq_len, cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.seed, a.data);
+             cfg.n_head, cfg.seq_len, cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.seed, a.data,
+             a.device);
     comm_check_same_config(c, conf);
+    // CUDA IPC maps another process's memory: only processes of one machine can.
+    if (dev == DEV_CUDA && pp > 1 && comm_local_size(c) < comm_size(c))
+        DIE("--device cuda --pp %d: the pipeline's GPU messages go over CUDA IPC, between the "
+            "processes of one machine, and these %d ranks span machines (%d on this one); "
+            "point to point over NCCL is not written yet", pp, comm_size(c), comm_local_size(c));
 
     Ctx ctx;
-    ctx_init(&ctx, dev, a.threads, a.device_mem);
+    if (dev == DEV_CUDA)
+        ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), a.threads, a.device_mem);
+    else
+        ctx_init(&ctx, dev, a.threads, a.device_mem);
     ctx.rank = comm_rank(c);
     ctx.world = comm_size(c);
     int dp = comm_size(c) / (tp * pp);
     Group dpg, tpg, ppg;
     comm_mesh(c, dp, tp, pp, &dpg, &tpg, &ppg);
-    TensorParallel tps = {.comm = c, .group = &tpg, .algo = al, .sp = sp};
+    // On GPUs each group gets its GpuComm (collectives over its members, in the
+    // same order everywhere): the pipeline's over CUDA IPC, which its point-to-point
+    // messages need; TP's and DP's NCCL where every rank has a GPU of its own.
+    GpuComm *gpp = NULL, *gtp = NULL, *gdp = NULL;
+    if (dev == DEV_CUDA) {
+        if (pp > 1) gpp = gpu_comm_new(c, &ppg, &ctx, GPU_IPC);
+        if (tp > 1) gtp = gpu_comm_new(c, &tpg, &ctx, GPU_AUTO);
+        if (dp > 1) gdp = gpu_comm_new(c, &dpg, &ctx, GPU_AUTO);
+    }
+    TensorParallel tps = {.comm = c, .group = &tpg, .algo = al, .gpu = gtp, .sp = sp};
     Timeline tl;
     timeline_init(&tl, trace != NULL);
     Pipe P;
     pipe_init(&P, c, &ppg, &dpg, tp > 1 ? &tps : NULL, al, S, &tl);
     if (ctx.rank == kill_rank) P.kill_at = kill_at;
     P.zero1 = zero1;
-    char label[256];
-    snprintf(label, sizeof label, "PP %d (%s%s, %d micro-batches) x TP %d%s x DP %d%s", pp, sched,
-             chunks > 1 ? ", interleaved chunks" : "", a.accum, tp, sp ? " + SP" : "", dp,
-             zero1 ? " (ZeRO-1)" : "");
+    P.gpu = gpp;
+    P.gpu_dp = gdp;
+    char label[400];
+    snprintf(label, sizeof label, "PP %d (%s%s, %d micro-batches) x TP %d%s x DP %d%s%s%s", pp,
+             sched, chunks > 1 ? ", interleaved chunks" : "", a.accum, tp, sp ? " + SP" : "", dp,
+             zero1 ? " (ZeRO-1)" : "", gpp ? "; the pipeline group on GPUs: " : "",
+             gpp ? gpu_comm_describe(gpp) : "");
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
                     .local_cores = comm_local_cores(c), .data_rank = dpg.rank, .data_world = dp,
                     .label = label, .strategy = &P.strategy, .sync_params = barrier, .arg = &P};
@@ -127,6 +159,9 @@ int main(int argc, char **argv) {
         if (ctx.rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
     }
     timeline_free(&tl);
+    gpu_comm_free(gdp);  // collectives too: every member frees them in this order
+    gpu_comm_free(gtp);
+    gpu_comm_free(gpp);
     ctx_destroy(&ctx);
     sched_free(S);
     comm_finalize(c);

@@ -10,8 +10,9 @@
 //   SELECTIVE  the forward kept all but the attention probabilities att, the
 //              B x NH x T x T part (the one that grows with T^2, cheap to recompute:
 //              a few percent of the layer's FLOPs). Recompute them from the saved
-//              qkv into the shared buffer g->remat.att; attention_forward writes its
-//              output too, the same bits as the saved atty, so it may go there.
+//              qkv into the shared buffer g->remat.att (gpt_attention_forward, which
+//              writes the attention's output too: the same bits as the saved atty, so
+//              it may go there).
 //   FULL       the forward kept only the layer's output (the next layer's input).
 //              Run the layer's forward again, from its input x, into the shared
 //              layer g->remat: the whole layer, about a third more FLOPs per step.
@@ -24,7 +25,6 @@
 // RNG; Megatron saves the RNG state at the forward and restores it for the
 // recomputation. This course's GPT has no dropout, so there is no RNG to restore).
 #include "model.h"
-#include "ops.h"
 
 LayerActs gpt_recompute_layer(GPT *g, const float *x, int l, int B, int T) {
     LayerActs a = g->acts.layers[l];
@@ -35,10 +35,8 @@ LayerActs gpt_recompute_layer(GPT *g, const float *x, int l, int B, int T) {
         gpt_layer_forward(g, &a, x, l, B, T);
     } else if (g->recompute == GPT_RECOMPUTE_SELECTIVE) {
         // The attention probabilities, from the saved qkv of this rank's heads.
-        int t = g->tp.size;
         a.att = g->remat.att;
-        g->ctx->ops->attention_forward(g->ctx, a.atty, a.att, a.qkv, B, T, g->cfg.n_embd / t,
-                                       g->cfg.n_head / t);
+        gpt_attention_forward(g, &a, B, T);
     }
     return a;
 }

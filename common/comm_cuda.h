@@ -29,10 +29,14 @@
 // ask "is there a GPU?" before launching, use cuda_probe_forked (cuda_probe.h:
 // it asks in a child process) or gpu_check_launch.
 //
+// Point to point on device buffers (stage 05's pipeline) rides on the same
+// object: gpu_isend / gpu_irecv below, over CUDA IPC.
+//
 // The code: comm_cuda.cu (the object, waiting, placement, the API),
-// comm_cuda_nccl.cu, comm_cuda_ipc.cu; which GPU a rank takes is cuda_probe.c's.
-// Builds without nvcc link comm_cuda_absent.c instead: everything here that
-// needs a GPU stops with "this build has no CUDA".
+// comm_cuda_nccl.cu, comm_cuda_ipc.cu, comm_cuda_p2p.cu (point to point),
+// gpu_clock.cu (GPU times for timelines); which GPU a rank takes is
+// cuda_probe.c's. Builds without nvcc link comm_cuda_absent.c instead:
+// everything here that needs a GPU stops with "this build has no CUDA".
 #pragma once
 #include <stddef.h>
 
@@ -121,6 +125,66 @@ void gpu_comm_after(GpuComm *gc, void *event);
 void gpu_event_sync(void *event);
 // 1 if p is device (or managed) memory. Host collectives then must not touch it.
 int gpu_is_device_pointer(const void *p);
+
+// ---- point to point on device buffers (stage 05's pipeline) ----
+//
+// One member's device buffer to another's, posted without blocking and finished
+// by gpu_test / gpu_wait: comm_isend / comm_irecv (comm.h) for GPU memory. Over
+// CUDA IPC (ranks sharing a GPU, or the GPUs of one machine: create gc with
+// GPU_IPC). Every member keeps one OUTBOX per peer it sends to, a device buffer
+// that the peer maps once; a send is copied into it on the GPU, small host
+// messages say READY (the outbox holds message k) and TAKEN (the receiver has
+// copied it out: the outbox may be reused). The protocol, and why no message is
+// read half-written or overwritten while read: comm_cuda_p2p.cu.
+//
+// Ordering with the compute: a send reads buf after the work queued on the
+// compute stream before gpu_isend (the kernels that wrote it); a receive writes
+// buf after the work queued before gpu_irecv (kernels still reading what the
+// buffer held). A completed receive's data is in buf: work queued afterwards
+// sees it. Between posting and completion buf must stay untouched and alive.
+//
+// Matching, as for host messages: between two members the messages arrive in
+// the order they were posted, each in the receive posted in the same place, and
+// the sizes must agree (checked, naming both). A send completes when its
+// receiver has TAKEN it — like a host message larger than the transport's
+// channel — so post the receives before waiting for the sends. No GPU collective
+// may run on gc while point-to-point messages are in flight (they share its host
+// channel). Over NCCL (one process per GPU, across machines) point to point is
+// not written yet: gpu_isend and gpu_irecv stop, saying so.
+typedef struct GpuRequest GpuRequest;
+GpuRequest *gpu_isend(GpuComm *gc, int peer, const void *buf, size_t bytes);
+GpuRequest *gpu_irecv(GpuComm *gc, int peer, void *buf, size_t bytes);
+// Moves r along without blocking (the GPU's copies, the host messages); 1 when
+// it is complete (then gpu_wait frees it at once).
+int gpu_test(GpuComm *gc, GpuRequest *r);
+// Waits for all n requests and frees them. Like every wait in the course it gives
+// up after the comm timeout, or when a peer's process has exited, naming the
+// peer, the message (its number, size and direction) and the step it was at.
+void gpu_wait(GpuComm *gc, GpuRequest **reqs, int n);
+// Waits for reqs[0] only (and frees it), moving reqs[1..n) along meanwhile: the
+// pipeline's wait for one message (comm_wait_first's twin).
+void gpu_wait_first(GpuComm *gc, GpuRequest **reqs, int n);
+
+// ---- timing on the GPU (stage 05's timeline) ----
+//
+// The host only queues GPU work, so the host's clock says when an action was
+// queued, not when it ran. A GpuClock records CUDA events ("marks") on the
+// compute stream and, once the work has run, converts them to host seconds
+// (timer.h's now_seconds clock, which the timeline uses): the origin is an event
+// recorded on an idle stream at a noted host time; mark i is the origin's time
+// plus cudaEventElapsedTime(origin, mark i).
+typedef struct GpuClock GpuClock;
+GpuClock *gpu_clock_new(Ctx *ctx);   // ctx: a CUDA context
+void gpu_clock_free(GpuClock *k);    // NULL is allowed
+// A new round: waits (at most timeout_s) for the work already queued, notes the
+// origin, forgets earlier marks.
+void gpu_clock_start(GpuClock *k, double timeout_s);
+// An event on the compute stream, after everything queued so far; its number.
+int gpu_clock_mark(GpuClock *k);
+// Waits (at most timeout_s) for every mark, then gpu_clock_time gives mark i in
+// host seconds.
+void gpu_clock_read(GpuClock *k, double timeout_s);
+double gpu_clock_time(const GpuClock *k, int mark);
 
 // The device's copy bandwidth: a cudaMemcpy device to device of `bytes`, timed
 // with CUDA events, counting bytes read plus bytes written (the figure that

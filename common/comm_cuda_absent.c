@@ -1,5 +1,5 @@
 // comm_cuda_absent.c — stands in for comm_cuda.cu (and comm_cuda_nccl.cu,
-// comm_cuda_ipc.cu) in builds without nvcc.
+// comm_cuda_ipc.cu, comm_cuda_p2p.cu, gpu_clock.cu) in builds without nvcc.
 //
 // Everything that would need a GPU stops with the same advice ctx_init gives for
 // --device cuda. (gpu_pick_device and gpu_check_launch are cuda_probe.c's, in
@@ -101,5 +101,57 @@ int gpu_is_device_pointer(const void *p) {
 
 void gpu_event_sync(void *event) {
     (void)event;
+    NO_CUDA;
+}
+
+GpuRequest *gpu_isend(GpuComm *gc, int peer, const void *buf, size_t bytes) {
+    (void)gc, (void)peer, (void)buf, (void)bytes;
+    NO_CUDA;
+}
+
+GpuRequest *gpu_irecv(GpuComm *gc, int peer, void *buf, size_t bytes) {
+    (void)gc, (void)peer, (void)buf, (void)bytes;
+    NO_CUDA;
+}
+
+int gpu_test(GpuComm *gc, GpuRequest *r) {
+    (void)gc, (void)r;
+    NO_CUDA;
+}
+
+void gpu_wait(GpuComm *gc, GpuRequest **reqs, int n) {
+    (void)gc, (void)reqs, (void)n;
+    NO_CUDA;
+}
+
+void gpu_wait_first(GpuComm *gc, GpuRequest **reqs, int n) {
+    (void)gc, (void)reqs, (void)n;
+    NO_CUDA;
+}
+
+GpuClock *gpu_clock_new(Ctx *ctx) {
+    (void)ctx;
+    NO_CUDA;
+}
+
+void gpu_clock_free(GpuClock *k) { (void)k; }  // only NULL can exist here
+
+void gpu_clock_start(GpuClock *k, double timeout_s) {
+    (void)k, (void)timeout_s;
+    NO_CUDA;
+}
+
+int gpu_clock_mark(GpuClock *k) {
+    (void)k;
+    NO_CUDA;
+}
+
+void gpu_clock_read(GpuClock *k, double timeout_s) {
+    (void)k, (void)timeout_s;
+    NO_CUDA;
+}
+
+double gpu_clock_time(const GpuClock *k, int mark) {
+    (void)k, (void)mark;
     NO_CUDA;
 }

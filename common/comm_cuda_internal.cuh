@@ -4,7 +4,9 @@
 //                      (NCCL or CUDA IPC), and the public API, which dispatches;
 //   comm_cuda_nccl.cu  NCCL: the id over the host transport, its collectives;
 //   comm_cuda_ipc.cu   our ring over CUDA IPC: the add kernels, exported
-//                      outboxes and the ring protocol (described there).
+//                      outboxes and the ring protocol (described there);
+//   comm_cuda_p2p.cu   point to point over CUDA IPC: an outbox per peer,
+//                      READY / TAKEN handshakes (described there).
 //
 // Every piece of GPU work goes on the rank's one stream (the CUDA backend's), so
 // it runs after the kernels that produced the data, with no extra sync; and
@@ -38,6 +40,8 @@ struct GpuComm {
     unsigned char *outbox;                  // ours: exported, read by the other members
     size_t outbox_bytes;
     unsigned char *peer[COMM_MAX_RANKS];    // member q's outbox, mapped here (NULL for us)
+    // point to point over CUDA IPC (comm_cuda_p2p.cu): created by the first message
+    struct GpuP2P *p2p;
     // NCCL (comm_cuda_nccl.cu)
     ncclComm_t nccl;
     unsigned char *pad;                     // layout staging for uneven shards (NCCL wants equal)
@@ -113,3 +117,10 @@ void ipc_all_gather(GpuComm *gc, void *buf, size_t count, DType dt);
 void ipc_broadcast(GpuComm *gc, void *buf, size_t count, DType dt, int root);
 void ipc_reduce_scatter_v(GpuComm *gc, void *buf, size_t count, const Spans *s, DType dt);
 void ipc_all_gather_v(GpuComm *gc, void *buf, size_t count, const Spans *s, DType dt);
+
+// ---- comm_cuda_p2p.cu (point to point; torn down by ipc_free)
+
+// Closes our mappings of the peers' point-to-point outboxes (before the members
+// agree that all mappings are gone), then frees ours, its streams and its state.
+void p2p_unmap(GpuComm *gc);
+void p2p_free(GpuComm *gc);

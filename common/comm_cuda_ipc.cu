@@ -375,7 +375,9 @@ void ipc_init(GpuComm *gc) { ipc_map(gc, (size_t)2 << 20); }
 
 void ipc_free(GpuComm *gc) {
     ipc_unmap(gc);
-    ipc_agree(gc, CTL_DONE, 0);  // everyone has unmapped ours: now it may go
+    p2p_unmap(gc);               // the point-to-point outboxes too (comm_cuda_p2p.cu)
+    ipc_agree(gc, CTL_DONE, 0);  // everyone has unmapped ours: now they may go
     ipc_free_outbox(gc);
+    p2p_free(gc);
 }
 

@@ -206,6 +206,35 @@ int gpt_layer_recomputed(const GPT *g, int l) {
     return g->recompute == GPT_RECOMPUTE_FULL && l % k == 0;
 }
 
+static const char *const recipe_names[PREC_COUNT] = {"fp32", "mixed-bf16", "mixed-fp16", "bf16",
+                                                     "bf16-sr", "fp8"};
+const char *gpt_recipe_name(GPTRecipe r) {
+    return r >= 0 && r < PREC_COUNT ? recipe_names[r] : "?";
+}
+int gpt_recipe_parse(const char *s, GPTRecipe *r) {
+    for (int i = 0; i < PREC_COUNT; i++)
+        if (strcmp(s, recipe_names[i]) == 0) { *r = (GPTRecipe)i; return 0; }
+    return -1;
+}
+
+void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
+    CHECK(r >= 0 && r < PREC_COUNT, "precision recipe %d", (int)r);
+    static const DType dtypes[PREC_COUNT] = {DT_F32, DT_BF16, DT_F16, DT_BF16, DT_BF16, DT_BF16};
+    g->prec.recipe = r;
+    g->prec.dtype = dtypes[r];
+    g->prec.master = r == PREC_MIXED_BF16 || r == PREC_MIXED_FP16 || r == PREC_FP8;
+    if (r == PREC_FP8) {
+        CHECK(!g->tp.ops, "the fp8 recipe casts the serial linear layers: not with tensor "
+              "parallelism");
+        gpt_fp8_enable(g, GPT_FP8_HISTORY);
+    }
+    g->prec.stochastic = r == PREC_BF16_SR;
+    g->prec.loss_scale = 1.0f;
+    g->prec.seed = seed;
+    // The weights the model computes with: the recipe's dtype from here on.
+    if (g->params) gpt_round(g, g->params, g->n_params);
+}
+
 static const char *const recompute_names[] = {"none", "selective", "full"};
 const char *gpt_recompute_name(GPTRecompute r) {
     return r >= GPT_RECOMPUTE_NONE && r <= GPT_RECOMPUTE_FULL ? recompute_names[r] : "?";
@@ -219,6 +248,7 @@ int gpt_recompute_parse(const char *s, GPTRecompute *r) {
 void gpt_free(GPT *g) {
     Ctx *ctx = g->ctx;
     gpt_acts_free(g, &g->acts);
+    gpt_fp8_free(g);
     if (g->work_buffer) mem_free(ctx, MEM_WORKSPACE, g->work_buffer, g->work_floats * sizeof(float));
     if (g->remat_buffer)
         mem_free(ctx, MEM_ACTIVATIONS, g->remat_buffer, g->remat_floats * sizeof(float));
@@ -238,10 +268,18 @@ void gpt_free(GPT *g) {
 // its collectives.
 static void serial_linear_forward(GPT *g, float *out, const float *inp, const float *w,
                                   const float *b, int N, int C, int OC) {
+    if (g->fp8) {  // the fp8 recipe: the GEMM reads fp8 casts (model_fp8.c)
+        gpt_fp8_linear_forward(g, out, inp, w, b, N, C, OC);
+        return;
+    }
     g->ctx->ops->matmul_forward(g->ctx, out, inp, w, b, N, C, OC);
 }
 static void serial_linear_backward(GPT *g, float *dinp, float *dw, float *db, const float *dout,
                                    const float *inp, const float *w, int N, int C, int OC) {
+    if (g->fp8) {
+        gpt_fp8_linear_backward(g, dinp, dw, db, dout, inp, w, N, C, OC);
+        return;
+    }
     g->ctx->ops->memset0(g->ctx, dinp, (size_t)N * C * sizeof(float));
     g->ctx->ops->matmul_backward(g->ctx, dinp, dw, db, dout, inp, w, N, C, OC);
 }
@@ -275,6 +313,7 @@ const float *gpt_layer_output(const GPT *g, int l) {
 void gpt_embed_forward(GPT *g, int B, int T) {
     gpt_use(g, 0, GPT_NEED_PARAMS);
     gpt_layers(g)->embed_forward(g, g->acts.encoded, param_at(g, 0), param_at(g, 1), B, T);
+    gpt_round(g, g->acts.encoded, (size_t)gpt_stream_rows(g, B * T) * g->cfg.n_embd);
 }
 
 // Where layer l's forward writes: its saved tensors, with what it does not keep
@@ -291,30 +330,48 @@ static LayerActs forward_target(const GPT *g, int l) {
     return a;
 }
 
+void gpt_attention_forward(GPT *g, const LayerActs *a, int B, int T) {
+    int t = g->tp.size, Cl = g->cfg.n_embd / t, NHl = g->cfg.n_head / t;
+    g->ctx->ops->attention_forward(g->ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl);
+    gpt_round(g, a->att, (size_t)B * NHl * T * T);
+    gpt_round(g, a->atty, (size_t)B * T * Cl);
+}
+
 // Shapes in the blocks are this rank's: with tensor parallelism over t ranks each
 // holds NH/t heads (C/t of the attention's width) and 4C/t of the MLP's.
 void gpt_layer_forward(GPT *g, const LayerActs *a, const float *x, int l, int B, int T) {
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
     const GPTParallelOps *P = gpt_layers(g);
-    int t = g->tp.size, C = g->cfg.n_embd, Cl = C / t, NHl = g->cfg.n_head / t, N = B * T;
+    int t = g->tp.size, C = g->cfg.n_embd, Cl = C / t, N = B * T;
     int Nl = gpt_stream_rows(g, N);
     size_t NC = (size_t)Nl * C;
 #define W(k) param_at(g, block_slice(l, k))
     // attention branch: res_att = x + c_proj(attn(c_attn(ln_1(x))))
+    // Mixed precision: each tensor is rounded to the recipe's dtype where it is
+    // written (the LayerNorm statistics stay fp32, as in every framework); the ops
+    // themselves compute and accumulate in fp32, as tensor cores do.
+    size_t n3 = (size_t)N * 3 * Cl, n4 = (size_t)N * 4 * Cl;
     o->layernorm_forward(ctx, a->ln1, a->ln1_mean, a->ln1_rstd, x, W(GPT_LN1W), W(GPT_LN1B), Nl,
                          C);
+    gpt_round(g, a->ln1, NC);
     P->column_forward(g, a->qkv, a->ln1, W(GPT_QKVW), W(GPT_QKVB), N, C, 3 * Cl);
-    o->attention_forward(ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl);
+    gpt_round(g, a->qkv, n3);
+    gpt_attention_forward(g, a, B, T);
     P->row_forward(g, a->res_att, a->atty, W(GPT_ATTPROJW), W(GPT_ATTPROJB), N, Cl, C);
     o->accumulate(ctx, a->res_att, x, 1.0f, NC);
+    gpt_round(g, a->res_att, NC);
     // MLP branch: res_mlp = res_att + c_proj(gelu(c_fc(ln_2(res_att))))
     o->layernorm_forward(ctx, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_att, W(GPT_LN2W),
                          W(GPT_LN2B), Nl, C);
+    gpt_round(g, a->ln2, NC);
     P->column_forward(g, a->fch, a->ln2, W(GPT_FCW), W(GPT_FCB), N, C, 4 * Cl);
-    o->gelu_forward(ctx, a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
+    gpt_round(g, a->fch, n4);
+    o->gelu_forward(ctx, a->fch_gelu, a->fch, n4);
+    gpt_round(g, a->fch_gelu, n4);
     P->row_forward(g, a->res_mlp, a->fch_gelu, W(GPT_FCPROJW), W(GPT_FCPROJB), N, 4 * Cl, C);
     o->accumulate(ctx, a->res_mlp, a->res_att, 1.0f, NC);
+    gpt_round(g, a->res_mlp, NC);
 #undef W
 }
 
@@ -339,7 +396,9 @@ float gpt_head_forward(GPT *g, const float *x, int B, int T, int has_targets) {
                          param_at(g, lnw + 1), gpt_stream_rows(g, N), C);
     // The LM head is tied: logits = lnf @ wte^T, no bias (column-parallel over the
     // vocabulary when tensor parallel: each rank its block of the logits).
+    gpt_round(g, g->acts.lnf, (size_t)gpt_stream_rows(g, N) * C);
     gpt_layers(g)->column_forward(g, g->acts.logits, g->acts.lnf, param_at(g, 0), NULL, N, C, Vl);
+    gpt_round(g, g->acts.logits, (size_t)N * Vl);  // the loss itself is computed in fp32
     g->loss = 0.0f;
     if (has_targets) {
         gpt_layers(g)->crossentropy_forward(g, g->acts.losses, g->acts.logits, N);

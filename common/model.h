@@ -20,6 +20,7 @@
 #pragma once
 #include <stddef.h>
 #include "ctx.h"
+#include "dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -149,6 +150,37 @@ typedef struct GPT GPT;
 // recomputed tensors are the same calls on the same inputs: the same bits.
 typedef enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_FULL } GPTRecompute;
 
+// Precision recipes (stage 06; the names of the stage-01 calculator's recipes where
+// they are the same thing):
+//   fp32        everything fp32.
+//   mixed-bf16  the model computes with bf16 weights, activations and gradients
+//               (every GEMM and reduction accumulates in fp32); the optimizer keeps
+//               fp32 master weights and moments and writes bf16 weights back.
+//   mixed-fp16  the same in fp16, whose 5-bit exponent needs the loss scaled up
+//               (dynamic loss scaling: loss_scale below, 06_mixed_precision/
+//               loss_scale.c); a step whose gradients overflowed is skipped.
+//   bf16        pure bf16: no master copy; the update is rounded to nearest into
+//               the bf16 weights (small updates vanish), moments bf16 too.
+//   bf16-sr     pure bf16 with the update rounded stochastically (unbiased).
+// This course EMULATES the low-precision types in fp32 slots (ops.h's round_to):
+// every tensor the recipe makes bf16 is rounded to bf16 where it is written, so the
+// numbers are those of bf16 storage, while memory still holds 4 bytes a value.
+//   fp8         mixed-bf16 whose GEMMs read fp8: inputs and weights E4M3, output
+//               gradients E5M2, each tensor with its own scale from its amax over the
+//               last GPT_FP8_HISTORY steps (Transformer Engine's delayed scaling;
+//               common/model_fp8.c). Serial layers only (no TP, no two-pass backward).
+typedef enum { PREC_FP32 = 0, PREC_MIXED_BF16, PREC_MIXED_FP16, PREC_BF16, PREC_BF16_SR,
+               PREC_FP8, PREC_COUNT } GPTRecipe;
+#define GPT_FP8_HISTORY 16
+typedef struct {
+    int recipe;          // GPTRecipe
+    DType dtype;         // what weights, activations and gradients are rounded to
+    int master;          // 1: fp32 master weights in the optimizer (the mixed recipes)
+    int stochastic;      // 1: the update is rounded stochastically (bf16-sr)
+    float loss_scale;    // the loss gradient is multiplied by it, the update divides it out
+    uint64_t seed;       // of the stochastic rounding
+} GPTPrecision;
+
 // The layers that tensor parallelism replaces (stage 04 fills this table; the
 // serial ones in model.c are the default). Shapes are this rank's: N = B*T token
 // rows, of which the residual stream holds N/t with sequence parallelism; C and
@@ -238,6 +270,8 @@ struct GPT {
     int recompute, recompute_every;  // GPTRecompute; every k-th layer (1: all)
     LayerActs remat;            // SELECTIVE: att; FULL: one whole layer (MEM_ACTIVATIONS)
     float *remat_buffer; size_t remat_floats;
+    GPTPrecision prec;          // gpt_set_precision; fp32 by default
+    struct GPTFp8 *fp8;         // the fp8 recipe's scales per linear layer (model_fp8.c)
 
     float loss;                 // mean loss of the last forward (host)
     int last_B, last_T;         // shape of the last forward
@@ -324,6 +358,19 @@ void gpt_blocks_backward_weight(GPT *g, const float *x, int l0, int l1, int B, i
 // Output of layer l (or the embedding for l = -1): the input of layer l+1.
 const float *gpt_layer_output(const GPT *g, int l);
 
+// ---- mixed precision (stage 06)
+// Sets the recipe and rounds the weights the model holds (g->params) to its dtype:
+// with a master copy, the optimizer copies these rounded weights into it at its
+// first step (as Megatron-LM does). seed: the stochastic rounding's.
+void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed);
+// The fp8 recipe: after each optimizer step, this step's amaxes go into the
+// histories and the next step's scales are fixed (nothing without fp8).
+void gpt_fp8_step_end(GPT *g);
+int gpt_fp8_layers(const GPT *g);  // linear layers seen so far (4L + 1 after a forward)
+const char *gpt_recipe_name(GPTRecipe r);          // "fp32", "mixed-bf16", ...
+int gpt_recipe_parse(const char *s, GPTRecipe *r); // 0 on success
+#define GPT_RECIPES "fp32|mixed-bf16|mixed-fp16|bf16|bf16-sr|fp8"
+
 // ---- activation recompute (stage 06)
 // Chooses what the forward keeps (GPTRecompute above; every >= 1). Call before
 // gpt_alloc_acts / gpt_alloc_workspace; refused afterwards.
@@ -339,6 +386,9 @@ int gpt_layer_recomputed(const GPT *g, int l);
 void gpt_layer_forward(GPT *g, const LayerActs *a, const float *x, int l, int B, int T);
 void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, int l, int B,
                         int T);
+// The attention of a layer (this rank's heads) from a->qkv: a->atty and a->att,
+// rounded as the forward rounds them (mixed precision).
+void gpt_attention_forward(GPT *g, const LayerActs *a, int B, int T);
 // The activations layer l's backward reads, made whole again: the saved ones where
 // the forward kept them, the recomputed ones where it did not (g->recompute).
 // Stage 06's exercise: 06_mixed_precision/recompute.c.

@@ -12,7 +12,12 @@
 
 // ---------------------------------------------------------------- backward
 
+// A group's gradients are complete for this micro-batch: round them to the
+// recipe's dtype (mixed precision: the weight gradients are bf16 or fp16, summed
+// in fp32 by the ops and rounded once per micro-batch), then tell the strategy.
 static void fire_hook(GPT *g, int group) {
+    if (g->prec.dtype != DT_F32 && g->ggrads[group])
+        gpt_round(g, g->ggrads[group], g->group_offset[group + 1] - g->group_offset[group]);
     if (g->hook) g->hook(g, group, g->hook_arg);
 }
 
@@ -29,12 +34,17 @@ void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int
     gpt_use(g, 0, GPT_NEED_PARAMS | GPT_NEED_GRADS);
     // The loss is the mean over N positions: each position's gradient is 1/N.
     // dlogits overwrite the logits in place (they are not needed afterwards).
-    P->crossentropy_backward(g, g->acts.logits, g->acts.logits, dloss_scale / N, N);
+    // fp16 scales the loss up (loss_scale) so small gradients do not flush to zero.
+    P->crossentropy_backward(g, g->acts.logits, g->acts.logits,
+                             dloss_scale * g->prec.loss_scale / N, N);
+    gpt_round(g, g->acts.logits, (size_t)N * Vl);
     P->column_backward(g, g->dln, grad_at(g, 0), NULL, g->acts.logits, g->acts.lnf, param_at(g, 0), N, C,
                        Vl);
+    gpt_round(g, g->dln, (size_t)Nl * C);
     o->memset0(ctx, dx, (size_t)Nl * C * sizeof(float));
     o->layernorm_backward(ctx, dx, grad_at(g, lnw), grad_at(g, lnw + 1), g->dln, x,
                           param_at(g, lnw), g->acts.lnf_mean, g->acts.lnf_rstd, Nl, C);
+    gpt_round(g, dx, (size_t)Nl * C);
     fire_hook(g, L + 1);
 }
 
@@ -48,24 +58,34 @@ void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, i
     size_t big = (size_t)N * 4 * Cl * sizeof(float);
 #define W(k) param_at(g, block_slice(l, k))
 #define D(k) grad_at(g, block_slice(l, k))
+    size_t NC = (size_t)Nl * C, n1 = (size_t)N * Cl, n4 = (size_t)N * 4 * Cl;
+    // Mixed precision: every activation gradient is rounded where it is written.
     // MLP branch
     P->row_backward(g, g->dbig, D(GPT_FCPROJW), D(GPT_FCPROJB), dx, a->fch_gelu, W(GPT_FCPROJW),
                     N, 4 * Cl, C);
+    gpt_round(g, g->dbig, n4);
     o->memset0(ctx, g->dbig2, big);
-    o->gelu_backward(ctx, g->dbig2, a->fch, g->dbig, (size_t)N * 4 * Cl);
+    o->gelu_backward(ctx, g->dbig2, a->fch, g->dbig, n4);
+    gpt_round(g, g->dbig2, n4);
     P->column_backward(g, g->dln, D(GPT_FCW), D(GPT_FCB), g->dbig2, a->ln2, W(GPT_FCW), N, C,
                        4 * Cl);
+    gpt_round(g, g->dln, NC);
     o->layernorm_backward(ctx, dx, D(GPT_LN2W), D(GPT_LN2B), g->dln, a->res_att, W(GPT_LN2W),
                           a->ln2_mean, a->ln2_rstd, Nl, C);
+    gpt_round(g, dx, NC);
     // attention branch
     P->row_backward(g, g->datty, D(GPT_ATTPROJW), D(GPT_ATTPROJB), dx, a->atty, W(GPT_ATTPROJW),
                     N, Cl, C);
+    gpt_round(g, g->datty, n1);
     o->memset0(ctx, g->dqkv, (size_t)N * 3 * Cl * sizeof(float));
     o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, Cl, NHl);
+    gpt_round(g, g->dqkv, 3 * n1);
     P->column_backward(g, g->dln, D(GPT_QKVW), D(GPT_QKVB), g->dqkv, a->ln1, W(GPT_QKVW), N, C,
                        3 * Cl);
+    gpt_round(g, g->dln, NC);
     o->layernorm_backward(ctx, dx, D(GPT_LN1W), D(GPT_LN1B), g->dln, x, W(GPT_LN1W), a->ln1_mean,
                           a->ln1_rstd, Nl, C);
+    gpt_round(g, dx, NC);
 #undef W
 #undef D
 }
@@ -100,6 +120,7 @@ void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
     CHECK(!g->tp.ops, "the two-pass backward runs without tensor parallelism");
+    CHECK(!g->fp8, "the two-pass backward runs without the fp8 recipe");
     // The weight pass reads the layer's activations after the input pass of the
     // layers below: full recompute keeps one layer's at a time, so it cannot.
     CHECK(g->recompute != GPT_RECOMPUTE_FULL, "the two-pass backward needs the activations "
@@ -114,28 +135,37 @@ void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1
 #define W(i) param_at(g, block_slice(l, i))
         // The same calls as gpt_blocks_backward, without the weight gradients; each
         // gradient a weight needs is kept for the weight pass.
+        // (Mixed precision rounds each gradient where the one-pass backward does.)
         o->copy(ctx, k + KEEP_FCPROJ * NC, dx, bytes);
         o->memset0(ctx, g->dbig, 4 * bytes);
         o->matmul_backward(ctx, g->dbig, NULL, NULL, dx, a->fch_gelu, W(GPT_FCPROJW), N, 4 * C, C);
+        gpt_round(g, g->dbig, 4 * NC);
         o->memset0(ctx, g->dbig2, 4 * bytes);
         o->gelu_backward(ctx, g->dbig2, a->fch, g->dbig, 4 * NC);
+        gpt_round(g, g->dbig2, 4 * NC);
         o->copy(ctx, k + KEEP_FC * NC, g->dbig2, 4 * bytes);
         o->memset0(ctx, g->dln, bytes);
         o->matmul_backward(ctx, g->dln, NULL, NULL, g->dbig2, a->ln2, W(GPT_FCW), N, C, 4 * C);
+        gpt_round(g, g->dln, NC);
         o->copy(ctx, k + KEEP_LN2 * NC, g->dln, bytes);
         o->layernorm_backward(ctx, dx, NULL, NULL, g->dln, a->res_att, W(GPT_LN2W), a->ln2_mean,
                               a->ln2_rstd, N, C);
+        gpt_round(g, dx, NC);
         o->copy(ctx, k + KEEP_ATTPROJ * NC, dx, bytes);
         o->memset0(ctx, g->datty, bytes);
         o->matmul_backward(ctx, g->datty, NULL, NULL, dx, a->atty, W(GPT_ATTPROJW), N, C, C);
+        gpt_round(g, g->datty, NC);
         o->memset0(ctx, g->dqkv, 3 * bytes);
         o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, C, NH);
+        gpt_round(g, g->dqkv, 3 * NC);
         o->copy(ctx, k + KEEP_QKV * NC, g->dqkv, 3 * bytes);
         o->memset0(ctx, g->dln, bytes);
         o->matmul_backward(ctx, g->dln, NULL, NULL, g->dqkv, a->ln1, W(GPT_QKVW), N, C, 3 * C);
+        gpt_round(g, g->dln, NC);
         o->copy(ctx, k + KEEP_LN1 * NC, g->dln, bytes);
         o->layernorm_backward(ctx, dx, NULL, NULL, g->dln, xin, W(GPT_LN1W), a->ln1_mean,
                               a->ln1_rstd, N, C);
+        gpt_round(g, dx, NC);
 #undef W
     }
 }

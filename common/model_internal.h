@@ -3,6 +3,7 @@
 // the stages: they see model.h only.
 #pragma once
 #include "model.h"
+#include "ops.h"
 
 // Where slice i's weights and gradients are now (gparams / ggrads of its group).
 static inline float *param_at(const GPT *g, int i) {
@@ -24,3 +25,17 @@ void gpt_use(GPT *g, int group, int need);
 const GPTParallelOps *gpt_layers(const GPT *g);
 // Token rows of the residual stream on this rank: N/t with sequence parallelism.
 static inline int gpt_stream_rows(const GPT *g, int N) { return g->tp.sp ? N / g->tp.size : N; }
+
+// Rounds n values the model just wrote to the recipe's dtype (stage 06's emulation
+// of low-precision storage; nothing in fp32).
+static inline void gpt_round(const GPT *g, float *x, size_t n) {
+    if (g->prec.dtype != DT_F32) g->ctx->ops->round_to(g->ctx, x, n, g->prec.dtype);
+}
+
+// The fp8 recipe (model_fp8.c): the serial linear layers with fp8 casts.
+void gpt_fp8_enable(GPT *g, int history);
+void gpt_fp8_free(GPT *g);
+void gpt_fp8_linear_forward(GPT *g, float *out, const float *inp, const float *w, const float *b,
+                            int N, int C, int OC);
+void gpt_fp8_linear_backward(GPT *g, float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, int N, int C, int OC);

@@ -219,6 +219,8 @@ void gpt_init_layout_part(GPT *g, Ctx *ctx, const GPTConfig *cfg, const GPTPart 
     memset(g, 0, sizeof *g);
     g->cfg = *cfg;
     g->ctx = ctx;
+    g->prec = (GPTPrecision){.recipe = PREC_FP32, .dtype = DT_F32, .loss_scale = 1.0f};
+    g->recompute_every = 1;
     g->tp.size = tp;
     g->tp.rank = tp_rank;
     g->l0 = part->l0;

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "fastmath.h"
 #include "ops.h"
+#include "precision.h"  // 06_mixed_precision/: stochastic rounding's scalar routines
 
 // ---------------------------------------------------------------- memory
 
@@ -399,6 +400,76 @@ static void crossentropy_backward_split(Ctx *ctx, float *dlogits, const float *l
     }
 }
 
+// ---------------------------------------------------------------- low precision
+
+// One value through dt and back: dtype.c's scalar conversions, so that round_to
+// gives dtype_convert's bits.
+static float through(float v, DType dt) {
+    switch (dt) {
+    case DT_BF16: return bf16_to_f32(f32_to_bf16(v));
+    case DT_F16: return f16_to_f32(f32_to_f16(v));
+    case DT_E4M3: return e4m3_to_f32(f32_to_e4m3(v));
+    case DT_E5M2: return e5m2_to_f32(f32_to_e5m2(v));
+    default: return v;  // fp32 (round_to checked dt)
+    }
+}
+
+static void round_to(Ctx *ctx, float *x, size_t n, DType dt) {
+    (void)ctx;
+    CHECK(dt == DT_F32 || dt == DT_BF16 || dt == DT_F16 || dt == DT_E4M3 || dt == DT_E5M2,
+          "round_to: %s is not a float type to round to", dtype_name(dt));
+    if (dt == DT_F32) return;
+    if (dt == DT_BF16) {
+        // The hot case (mixed-bf16 rounds every tensor it writes): f32_to_bf16 and
+        // back, written so the compiler vectorises it. Same bits: round to nearest
+        // even on the 16 dropped bits; a NaN keeps its top bits and sets the quiet bit.
+        uint32_t *u = (uint32_t *)x;
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            uint32_t v = u[i];
+            uint32_t rne = (v + 0x7fffu + ((v >> 16) & 1u)) & 0xffff0000u;
+            uint32_t nan = (v | 0x00400000u) & 0xffff0000u;
+            u[i] = (v & 0x7fffffffu) > 0x7f800000u ? nan : rne;
+        }
+        return;
+    }
+#if defined(__FLT16_MAX__) && defined(__F16C__)
+    if (dt == DT_F16) {
+        // The x86 F16C conversion (vcvtps2ph): IEEE round to nearest even, overflow to
+        // inf, subnormals kept -- f32_to_f16's bits (test_precision checks every case).
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) x[i] = (float)(_Float16)x[i];
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++) x[i] = through(x[i], dt);
+}
+
+static void round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset) {
+    (void)ctx;
+    // Element i draws its bits from (seed, offset + i), never from a stream: the
+    // result does not depend on how the elements are split over threads or calls.
+    for (size_t i = 0; i < n; i++)
+        x[i] = bf16_to_f32(f32_to_bf16_stochastic(x[i], sround_bits(seed, offset + i)));
+}
+
+static void quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, float *amax) {
+    (void)ctx;
+    CHECK(fmt == DT_E4M3 || fmt == DT_E5M2, "quantize_fp8: %s is not an fp8 format (e4m3, e5m2)",
+          dtype_name(fmt));
+    CHECK(scale > 0.0f && isfinite(scale), "quantize_fp8: scale %g (must be > 0 and finite)",
+          (double)scale);
+    // The amax is of the input, before quantization: the value the history records.
+    // fmaxf ignores a NaN operand, so a NaN element does not become the amax.
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    *amax = m;
+    // Divided by scale, not multiplied by a rounded 1/scale: the result is q / scale
+    // correctly rounded (exact when scale is a power of two), one rounding fewer.
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(x[i])) x[i] = through(x[i] * scale, fmt) / scale;
+}
+
 // ---------------------------------------------------------------- optimizer
 
 static void adamw_update(Ctx *ctx, float *p, const float *g, float *m, float *v, size_t n,
@@ -460,6 +531,9 @@ const Ops ops_cpu = {
     .logits_sumexp = logits_sumexp,
     .crossentropy_loss = crossentropy_loss,
     .crossentropy_backward_split = crossentropy_backward_split,
+    .round_to = round_to,
+    .round_stochastic_bf16 = round_stochastic_bf16,
+    .quantize_fp8 = quantize_fp8,
     .adamw_update = adamw_update,
     .sum_squares = sum_squares,
     .scale = scale,

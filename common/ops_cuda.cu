@@ -272,6 +272,8 @@ static const Ops ops_cuda = {
     .logits_max = cuda_logits_max, .logits_sumexp = cuda_logits_sumexp,
     .crossentropy_loss = cuda_crossentropy_loss,
     .crossentropy_backward_split = cuda_crossentropy_backward_split,
+    .round_to = cuda_round_to, .round_stochastic_bf16 = cuda_round_stochastic_bf16,
+    .quantize_fp8 = cuda_quantize_fp8,
     .adamw_update = cuda_adamw_update, .sum_squares = cuda_sum_squares, .scale = cuda_scale,
 };
 

@@ -1,7 +1,8 @@
 // ops_cuda_internal.cuh — what the parts of the CUDA backend share:
 // ops_cuda.cu (set-up, memory, elementwise ops, the optimizer, the ops table),
 // ops_cuda_layers.cu (the layers: matmul, embedding, layernorm, attention,
-// cross-entropy) and ops_cuda_split.cu (the vocabulary split). Launch geometry,
+// cross-entropy), ops_cuda_split.cu (the vocabulary split) and
+// ops_cuda_precision.cu (rounding to low precision, fp8 quantization). Launch geometry,
 // the backend's stream and workspace, the deterministic warp and block
 // reductions. Not for code outside the backend.
 #pragma once
@@ -109,3 +110,8 @@ void cuda_crossentropy_loss(Ctx *ctx, float *losses, const float *m, const float
 void cuda_crossentropy_backward_split(Ctx *ctx, float *dlogits, const float *logits,
                                       const float *m, const float *sumexp, const int *targets,
                                       int vocab_lo, float dloss, int N, int Vl, int valid);
+
+// Low precision in fp32 slots (ops_cuda_precision.cu), as ops.h declares it.
+void cuda_round_to(Ctx *ctx, float *x, size_t n, DType dt);
+void cuda_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset);
+void cuda_quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, float *amax);

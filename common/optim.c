@@ -26,6 +26,8 @@ void adamw_init_padded(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin,
     opt->end = end;
     opt->capacity = capacity;
     opt->t = 0;
+    opt->skipped = 0;
+    opt->master = NULL;  // made at the first step, when the recipe has masters
     size_t bytes = capacity * sizeof(float);
     // The moments are where a 70B model's memory goes (8 of its 16 bytes/param):
     // with --device-mem set, this is the allocation that fails first.
@@ -37,26 +39,43 @@ void adamw_free(AdamW *opt, GPT *g) {
     size_t bytes = opt->capacity * sizeof(float);
     mem_free(g->ctx, MEM_OPTIMIZER, opt->m, bytes);
     mem_free(g->ctx, MEM_OPTIMIZER, opt->v, bytes);
-    opt->m = opt->v = NULL;
+    if (opt->master) mem_free(g->ctx, MEM_OPTIMIZER, opt->master, bytes);
+    opt->m = opt->v = opt->master = NULL;
 }
 
 double grad_global_norm(GPT *g) {
     return sqrt(g->ctx->ops->sum_squares(g->ctx, g->grads, g->n_params));
 }
 
-void adamw_step(AdamW *opt, GPT *g, double grad_norm) {
-    adamw_step_at(opt, g, g->params + opt->begin, g->grads + opt->begin, grad_norm);
+int adamw_step(AdamW *opt, GPT *g, double grad_norm) {
+    return adamw_step_at(opt, g, g->params + opt->begin, g->grads + opt->begin, grad_norm);
 }
 
-void adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double grad_norm) {
+int adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double grad_norm) {
     const AdamWConfig *c = &opt->cfg;
+    const GPTPrecision *pr = &g->prec;
+    Ctx *ctx = g->ctx;
+    const Ops *o = ctx->ops;
+    if (!isfinite(grad_norm)) {  // an overflow: skip the step (dynamic loss scaling backs off)
+        opt->skipped++;
+        return 0;
+    }
+    size_t n = opt->end - opt->begin;
+    if (pr->master && !opt->master && n > 0) {  // the first step: masters from the weights
+        opt->master = mem_alloc(ctx, MEM_OPTIMIZER, opt->capacity * sizeof(float));
+        o->copy(ctx, opt->master, p, n * sizeof(float));
+    }
     opt->t++;
+    // The gradients carry the loss scale: unscale the norm, then the gradients with it.
+    float ls = pr->loss_scale > 0 ? pr->loss_scale : 1.0f;
+    grad_norm /= ls;
     // torch.nn.utils.clip_grad_norm_: multiply by min(1, clip / (norm + 1e-6)).
-    float grad_scale = 1.0f;
+    float grad_scale = 1.0f / ls;
     if (c->grad_clip > 0) {
         double coef = c->grad_clip / (grad_norm + 1e-6);
-        if (coef < 1.0) grad_scale = (float)coef;
+        if (coef < 1.0) grad_scale = (float)(coef / ls);
     }
+    float *w = opt->master ? opt->master : p;  // what AdamW updates: the masters, or the weights
     // Walk the slices that intersect the owned range; decay only the matrices.
     for (int i = 0; i < g->n_slices; i++) {
         const ParamSlice *s = &g->slices[i];
@@ -64,8 +83,21 @@ void adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double
         size_t hi = s->offset + s->numel < opt->end ? s->offset + s->numel : opt->end;
         if (lo >= hi) continue;
         size_t at = lo - opt->begin;
-        g->ctx->ops->adamw_update(g->ctx, p + at, grad + at, opt->m + at, opt->v + at, hi - lo,
-                                  c->lr, c->beta1, c->beta2, c->eps,
-                                  s->decay ? c->weight_decay : 0.0f, grad_scale, opt->t);
+        o->adamw_update(ctx, w + at, grad + at, opt->m + at, opt->v + at, hi - lo, c->lr, c->beta1,
+                        c->beta2, c->eps, s->decay ? c->weight_decay : 0.0f, grad_scale, opt->t);
     }
+    if (pr->dtype == DT_F32 || n == 0) return 1;
+    if (opt->master) {  // the model computes with the masters rounded to its dtype
+        o->copy(ctx, p, opt->master, n * sizeof(float));
+        o->round_to(ctx, p, n, pr->dtype);
+    } else {            // pure low precision: the weights and the moments are the state
+        if (pr->stochastic)  // a fresh stream per step, an element's place fixes its draw
+            o->round_stochastic_bf16(ctx, p, n, pr->seed + 0x9E3779B97F4A7C15ull * (uint64_t)opt->t,
+                                     opt->begin);
+        else
+            o->round_to(ctx, p, n, pr->dtype);
+        o->round_to(ctx, opt->m, n, pr->dtype);
+        o->round_to(ctx, opt->v, n, pr->dtype);
+    }
+    return 1;
 }

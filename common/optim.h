@@ -23,7 +23,10 @@ typedef struct {
     size_t begin, end;   // element range this optimizer owns (whole model unless sharded)
     size_t capacity;     // elements allocated per moment (>= end - begin: padding)
     float *m, *v;        // device memory (MEM_OPTIMIZER), `capacity` elements each
+    float *master;       // mixed precision: fp32 master weights of the range (MEM_OPTIMIZER,
+                         // `capacity`), made at the first step from the model's weights
     int t;               // steps taken
+    long skipped;        // steps skipped because the gradients were not finite
 } AdamW;
 
 // Allocates the moments for elements [begin, end) of the model's flat buffers.
@@ -40,10 +43,18 @@ double grad_global_norm(GPT *g);
 // ranks' gradients by the caller when sharded); clipping scales by
 // min(1, clip/(norm + 1e-6)) exactly as torch.nn.utils.clip_grad_norm_.
 // Weight decay applies to slices with decay = 1 only.
-void adamw_step(AdamW *opt, GPT *g, double grad_norm);
+//
+// Mixed precision (g->prec, stage 06): grad_norm is the norm of the gradients as
+// they are, scaled by g->prec.loss_scale; the step divides the scale out. A norm
+// that is not finite (an fp16 overflow somewhere) skips the step: nothing changes,
+// opt->skipped counts it. With a master copy (mixed-bf16/fp16) AdamW updates the
+// fp32 masters and writes them back rounded into the model's weights; pure bf16
+// updates the weights in place and rounds them (to nearest, or stochastically) and
+// the moments (to nearest). Returns 1 if the step was taken.
+int adamw_step(AdamW *opt, GPT *g, double grad_norm);
 // The same where the owned range's weights and gradients are not in the flat
 // buffers: p and grad point at element `begin` of the range (a shard's buffers).
-void adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double grad_norm);
+int adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double grad_norm);
 
 #ifdef __cplusplus
 }

@@ -38,7 +38,8 @@
 // corrupt length cannot make us parse gigabytes of tensor data as JSON.
 #define ST_MAX_HEADER 100000000ull
 
-const char *const st_dtype_name[DT_COUNT] = {"F32", "BF16", "F16", "I32", "F64"};
+const char *const st_dtype_name[DT_COUNT] = {"F32", "BF16", "F16", "I32", "F64", "F8_E4M3",
+                                             "F8_E5M2"};
 
 int st_error(char *err, size_t errn, const char *path, const char *fmt, ...) {
     if (!err || errn == 0) return -1;

@@ -18,7 +18,7 @@ extern "C" {
 
 typedef struct {
     char name[96];
-    DType dtype;          // F32, BF16, F16, I32, F64
+    DType dtype;          // F32, BF16, F16, I32, F64, F8_E4M3, F8_E5M2
     int ndim;             // 0..4
     int64_t shape[4];
     const void *data;     // on save: the bytes to write; on load: points into the file image

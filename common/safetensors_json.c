@@ -268,7 +268,8 @@ static int parse_tensor(StParse *ps, const char *name) {
                 }
                 if (!found)
                     return st_error(j->err, j->errn, j->path,
-                                    "tensor '%s' has dtype %s (supported: F32, BF16, F16, I32, F64)",
+                                    "tensor '%s' has dtype %s (supported: F32, BF16, F16, I32, F64, "
+                                    "F8_E4M3, F8_E5M2)",
                                     name, ds);
             } else if (strcmp(key, "shape") == 0) {
                 if (have_shape++) return json_error(j, "tensor '%s': shape given twice", name);

@@ -10,6 +10,7 @@
 #include "ops.h"
 #include "optim.h"
 #include "perf.h"
+#include "precision.h"
 #include "safetensors.h"
 #include "timer.h"
 #include "trainer.h"
@@ -33,6 +34,9 @@ void train_args_default(TrainArgs *a) {
     a->seed = 1;
     a->recompute = "none";
     a->recompute_every = 1;
+    a->precision = "fp32";
+    a->loss_scale = 65536;
+    a->loss_scale_window = 2000;
 }
 
 int train_flags(TrainArgs *a, Flag *rows) {
@@ -62,6 +66,10 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_STRING("--save-params", &a->save_params, "write the final weights to this .safetensors file"),
         F_CHOICE("--recompute", &a->recompute, "none|selective|full", "activation recompute: keep all, all but the attention matrices, or each layer's output only"),
         F_INT("--recompute-every", &a->recompute_every, 1, 1 << 20, "with --recompute full: only every k-th layer (l % k == 0) recomputes"),
+        F_CHOICE("--precision", &a->precision, GPT_RECIPES, "precision recipe (06_mixed_precision/README.md)"),
+        F_DOUBLE("--loss-scale", &a->loss_scale, 1, 16777216, "mixed-fp16: the initial loss scale (dynamic: halved on overflow, doubled after --loss-scale-window good steps)"),
+        F_INT("--loss-scale-window", &a->loss_scale_window, 1, 1 << 30, "mixed-fp16: good steps before the loss scale doubles"),
+        F_INT("--inject-overflow", &a->inject_overflow, 0, 1 << 30, "make step N's gradients overflow (0 = never): the step is skipped"),
     };
     int n = FLAG_COUNT(f);
     CHECK(n <= TRAIN_MAX_FLAGS, "TRAIN_MAX_FLAGS too small");
@@ -176,6 +184,16 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     GPTRecompute rc = GPT_RECOMPUTE_NONE;
     gpt_recompute_parse(a->recompute, &rc);
     gpt_set_recompute(&g, rc, a->recompute_every);
+    GPTRecipe recipe = PREC_FP32;
+    gpt_recipe_parse(a->precision, &recipe);
+    gpt_set_precision(&g, recipe, a->seed);
+    // Dynamic loss scaling (06_mixed_precision/loss_scale.c), for fp16 only: bf16 has
+    // fp32's exponent range, so its gradients neither overflow nor flush to zero.
+    int fp16 = recipe == PREC_MIXED_FP16;
+    LossScaler scaler = loss_scaler_default();
+    scaler.scale = (float)a->loss_scale;
+    scaler.growth_interval = a->loss_scale_window;
+    long overflows = 0;
     char peak_how[256];  // measured here: the other ranks now wait in sync_params
     double peak = mfu_peak(a, ctx, h, rank, world, peak_how, sizeof peak_how);
     if (h && h->sync_params) h->sync_params(&g, h->arg);
@@ -213,6 +231,10 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         double t0 = now_seconds();
         if (!S) gpt_zero_grad(&g);
         double loss_sum = 0;
+        // The loss scale of this step's backward; an injected overflow multiplies the
+        // loss gradient by infinity instead, on every rank.
+        float scale = fp16 ? scaler.scale : 1.0f;
+        g.prec.loss_scale = step + 1 == a->inject_overflow ? INFINITY : scale;
         if (pipeline) {
             for (int micro = 0; micro < accum; micro++)
                 data_next(&dl, inputs + (size_t)micro * B * T, targets + (size_t)micro * B * T);
@@ -232,6 +254,12 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
             norm = grad_global_norm(&g);
             adamw_step(&opt, &g, norm);
         }
+        g.prec.loss_scale = scale;
+        gpt_fp8_step_end(&g);             // fp8: the next step's scales
+        int found_inf = !isfinite(norm);  // then every rank's optimizer skipped the step
+        overflows += found_inf;
+        if (fp16) loss_scaler_update(&scaler, found_inf);
+        norm /= scale;                    // the gradients' own norm, for the log
         ctx->ops->synchronize(ctx);
         double dt = now_seconds() - t0;
         loss = (float)(loss_sum / accum);  // this rank's loss (printed by rank 0)
@@ -242,9 +270,14 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         if (!quiet && ((step + 1) % a->log_every == 0 || step == 0 || step + 1 == steps)) {
             char mem[256];
             ledger_format_peaks(&ctx->ledger, mem, sizeof mem);
+            char extra[96] = "";
+            if (fp16)
+                snprintf(extra, sizeof extra, " | scale %g%s", scale, found_inf ? " overflow: skipped" : "");
+            else if (found_inf)
+                snprintf(extra, sizeof extra, " | overflow: skipped");
             log_info("step %4d/%d | loss %.4f | norm %.3f | %8.1f ms | %9.0f tok/s | MFU %5.1f%% | "
-                     "peak %s", step + 1, steps, loss, norm, dt * 1e3, tok_s,
-                     100.0 * tok_s * fpt / peak, mem);
+                     "peak %s%s", step + 1, steps, loss, norm, dt * 1e3, tok_s,
+                     100.0 * tok_s * fpt / peak, mem, extra);
         }
     }
 
@@ -261,6 +294,14 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         log_info("done: loss %.4f -> %.4f (uniform guess %.4f) | median %.1f ms/step, %.0f tok/s, "
                  "%.2f GFLOP/s, MFU %.1f%%", first_loss, loss, log((double)cfg.vocab),
                  res.ms_per_step, res.tokens_per_s, res.gflops, 100.0 * res.mfu);
+        if (fp16)
+            log_info("loss scale: %g at the end | %ld overflow%s (steps skipped), %ld backoff%s, "
+                     "%ld growth%s", scaler.scale, overflows, overflows == 1 ? "" : "s",
+                     scaler.backoffs, scaler.backoffs == 1 ? "" : "s", scaler.growths,
+                     scaler.growths == 1 ? "" : "s");
+        else if (overflows)
+            log_info("%ld step%s skipped: the gradients were not finite", overflows,
+                     overflows == 1 ? "" : "s");
         ledger_print(&ctx->ledger, stdout);
         printf("RESULT train tokens_per_s=%.1f ms_per_step=%.3f gflops=%.3f mfu=%.4f "
                "first_loss=%.5f final_loss=%.5f ranks=%d\n", res.tokens_per_s, res.ms_per_step,

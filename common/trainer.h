@@ -14,6 +14,10 @@ typedef struct {
     const char *preset, *device, *data, *save_params;
     const char *recompute;  // "none", "selective", "full" (model.h's GPTRecompute)
     int recompute_every;    // full: every k-th layer
+    const char *precision;  // model.h's GPTRecipe: "fp32", "mixed-bf16", ...
+    double loss_scale;      // mixed-fp16: the initial loss scale
+    int loss_scale_window;  // mixed-fp16: good steps before the scale grows
+    int inject_overflow;    // > 0: that step's gradients overflow (a test of the skip)
     int layers, width, heads, seq, vocab;  // 0 = from the preset
     int batch, accum, steps, threads, warmup, log_every;
     double lr, beta1, beta2, weight_decay, grad_clip, peak_tflops;

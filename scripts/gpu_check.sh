@@ -36,6 +36,11 @@
 #   8   stage 04 on the GPU: tp_train --device cuda (TP 2, 2 + SP, 4 + SP, 2 x 2, ranks
 #       sharing the GPU over the CUDA IPC ring) equal to one CPU process within 1e-5;
 #       tokens/s of the small preset at TP 1 and 2
+#   9   stage 05 on the GPU: pp_train --device cuda at p = 2, ranks sharing the GPU
+#       (the pipeline's messages device to device over CUDA IPC): gpipe, 1f1b,
+#       zb-h1, interleaved, 1f1b with DP 2 + ZeRO-1 and with TP 2, each equal to the
+#       same pp_train on the CPU within 1e-5 (item 8's tolerance); the 1f1b run's
+#       trace written, with GPU-timed spans (CUDA events) that never overlap on a rank
 #
 # Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
 # one) with the probe's reason, at once.
@@ -321,6 +326,71 @@ item_8() {
     [ "$bad" -eq 0 ]
 }
 
+# Stage 05 on the GPU. The reference is the same pp_train on the CPU (the same
+# schedule, mesh and micro-batches), so only the device differs.
+item_9() {
+    gpu_gate
+    local dir=$OUT/9.pp tol=1e-5 bad=0 worst=0 err
+    mkdir -p "$dir"
+    local common=(--layers 4 --width 48 --heads 12 --seq 12 --vocab 251 --steps 5 --lr 1e-3
+                  --log-every 100 --warmup 0 --batch 2 --grad-accum 4 --peak-tflops 1 --timeout 60)
+    for spec in "2 gpipe" "2 1f1b" "2 zb-h1" "2 interleaved --chunks 2" "4 1f1b --zero1" \
+                "4 1f1b --tp 2"; do
+        read -r n sched more <<<"$spec"
+        local tag="np${n}_$sched${more:+_$(echo "$more" | tr -d ' -')}" trace=()
+        [ "$tag" = np2_1f1b ] && trace=(--trace "$dir/trace_1f1b")
+        # shellcheck disable=SC2086  # more: extra flags, word-split on purpose
+        "$B/pp_train" --np "$n" --pp 2 --schedule "$sched" $more "${common[@]}" \
+            --save-params "$dir/cpu_$tag.safetensors" >"$dir/cpu_$tag.log" 2>&1
+        # shellcheck disable=SC2086
+        timeout -k 5 120 "$B/pp_train" --np "$n" --pp 2 --schedule "$sched" $more --device cuda \
+            "${common[@]}" "${trace[@]}" --save-params "$dir/cuda_$tag.safetensors" >"$dir/cuda_$tag.log" 2>&1
+        local rc=$?
+        if [ "$rc" -ne 0 ] || [ ! -s "$dir/cuda_$tag.safetensors" ] || [ ! -s "$dir/cpu_$tag.safetensors" ]; then
+            echo "FAIL pp.cuda.$tag  a run failed (cuda exit $rc):"; tail -n 5 "$dir/cuda_$tag.log"
+            tail -n 2 "$dir/cpu_$tag.log"; bad=$((bad + 1)); continue
+        fi
+        grep -m1 'the pipeline group on GPUs' "$dir/cuda_$tag.log" | sed 's/^/# /'
+        "$B/tests/compare_params" "$dir/cuda_$tag.safetensors" "$dir/cpu_$tag.safetensors" "$tol" \
+            "pp.cuda_equals_cpu.$tag" | tee "$dir/cmp_$tag.txt"
+        grep -q '^PASS' "$dir/cmp_$tag.txt" || bad=$((bad + 1))
+        err=$(sed -n 's/.*rel_err \([^ ]*\).*/\1/p' "$dir/cmp_$tag.txt")
+        worst=$(python3 -c "print(max(float('$worst'), float('${err:-inf}')))")
+    done
+    # The trace: both ranks' forwards and backwards, in GPU time (one stream per
+    # rank runs one action at a time, so a rank's spans never overlap).
+    local tr
+    tr=$(python3 - "$dir/trace_1f1b.json" <<'PY' 2>&1
+import json, sys
+try:
+    ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e["tid"] == 0]
+except Exception as x:
+    print(f"FAIL pp.cuda.trace  no trace: {x}"); sys.exit(0)
+per = {}
+for e in ev:
+    per.setdefault(e["pid"], []).append(e)
+want = {f"{k}{i}" for k in "FB" for i in range(4)}
+ok = sorted(per) == [0, 1] and all(want <= {e["name"] for e in v} for v in per.values())
+overlap = 0
+for v in per.values():
+    v.sort(key=lambda e: e["ts"])
+    overlap += sum(b["ts"] < a["ts"] + a["dur"] - 1.0 for a, b in zip(v, v[1:]))
+ok = ok and overlap == 0 and all(e["dur"] > 0 for e in ev)
+t0 = min(e["ts"] for e in ev) if ev else 0
+t1 = max(e["ts"] + e["dur"] for e in ev) if ev else 0
+busy = [sum(e["dur"] for e in v) for v in per.values()]
+bub = sum((t1 - t0 - b) / b for b in busy) / len(busy) if busy and min(busy) > 0 else float("nan")
+print(f"{'PASS' if ok else 'FAIL'} pp.cuda.trace  ranks {sorted(per)}, {len(ev)} GPU-timed spans, "
+      f"{overlap} overlapping on a rank; step {(t1 - t0) / 1e3:.3f} ms, bubble {bub:.3f} (1f1b p2 m4)")
+PY
+)
+    echo "$tr"
+    case "$tr" in PASS*) ;; *) bad=$((bad + 1)) ;; esac
+    fig "worst rel_err $worst (tol $tol) over gpipe, 1f1b, zb-h1, interleaved, +ZeRO-1 dp2, +TP2 at" \
+        "p=2 on cuda (CUDA IPC); $bad failed; trace: ${tr#* pp.cuda.trace  }"
+    [ "$bad" -eq 0 ]
+}
+
 if [ "${1:-}" = --item ]; then
     ITEM=$2
     "item_$2"
@@ -333,14 +403,14 @@ mkdir -p "$OUT"
 BUDGET=${GPU_CHECK_BUDGET:-570}
 START=$SECONDS
 declare -A STATUS FIGURE
-ALL=(build 1 2 3 7 8 6 4 5a 5b)      # the order they run in: 5b, the longest, last
-TABLE=(build 1 2 3 4 5a 5b 6 7 8)    # the order of the table
+ALL=(build 1 2 3 7 8 9 6 4 5a 5b)    # the order they run in: 5b, the longest, last
+TABLE=(build 1 2 3 4 5a 5b 6 7 8 9)  # the order of the table
 declare -A NAME=([build]="build (CUDA backend)" [1]="1 make gpu-test" [2]="2 gpu-comm 1-4 ranks + NCCL np1"
                  [3]="3 DDP --device cuda = CPU" [4]="4 compute-sanitizer" [5a]="5a GPU suite under ASan"
                  [5b]="5b make check" [6]="6 measurements" [7]="7 stage 03 --device cuda = CPU"
-                 [8]="8 stage 04 --device cuda = CPU")
+                 [8]="8 stage 04 --device cuda = CPU" [9]="9 stage 05 --device cuda = CPU")
 declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200 [7]=150
-                  [8]=150)
+                  [8]=150 [9]=180)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
 
@@ -397,6 +467,8 @@ done
     echo "  - Rank -> GPU under srun/mpirun/torchrun: LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, then"
     echo "    SLURM_LOCALID (common/cuda_probe.c); checked with faked GPUs on the CPU"
     echo "    (tests/test_gpu_probe.sh), not on a multi-GPU node."
+    echo "  - Stage 05's pipeline messages go over CUDA IPC only (item 9: ranks sharing one GPU);"
+    echo "    point to point over NCCL, for a pipeline across machines, is not written (refused)."
     echo "  - Exclusive-process compute mode: refused or skipped by the probe, checked with a faked mode"
     echo "    only; this script never changes the GPU's mode. This GPU: $(grep -m1 'Compute Mode' "$OUT/nvidia-smi-q.txt" 2>/dev/null | sed 's/.*: //' | grep . || echo unknown)."
     echo

@@ -9,11 +9,24 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct { int passed, failed; } TestState;
+
+// A float's bit pattern, and back (the dtype tests compare bits, NaNs included).
+static inline uint32_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static inline float float_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 static inline void test_report(TestState *ts, int ok, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -1,6 +1,13 @@
 # tests/stage06.sh — stage 06's suite, sourced by tests/run.sh (which defines
 # `run NAME COMMAND...`, $BUILD and $log).
 
+# ---------------------------------------------------------------- numerical primitives
+# tests/test_precision.c: fp8 (every code of e4m3 and e5m2, rounding, saturation),
+# round_to = dtype_convert there and back bitwise, stochastic rounding (exact counts,
+# unbiased means, the accumulation RNE stalls on), the loss scaler's traces, fp8
+# delayed scaling's history. One process, a few seconds.
+run mp-precision "$BUILD/tests/test_precision"
+
 # ---------------------------------------------------------------- activation recompute
 # tests/test_recompute.c: selective, full and full every k-th layer against no
 # recompute on one process: gradients and weights bitwise, the activation ledger =
@@ -43,3 +50,192 @@ run mp-recompute-zero2 s6_recompute zero2.np2.full full sharded_train --np 2 --s
 run mp-recompute-fsdp s6_recompute fsdp.np2.full full sharded_train --np 2 --strategy fsdp
 run mp-recompute-tp s6_recompute tp2.sp.full full tp_train --np 2 --tp 2 --sp
 run mp-recompute-tp-every s6_recompute tp2.full_every2 "full --recompute-every 2" tp_train --np 2 --tp 2
+
+# ---------------------------------------------------------------- mixed precision
+# The weights a recipe computes with are numbers of its dtype: every fp32 value the
+# run saves has its low 16 bits zero (bf16), or survives a round trip through fp16.
+s6_dtype_of() {  # s6_dtype_of FILE bf16|fp16 : prints "ok N" or "bad NAME VALUE"
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+import numpy as np
+path, dt = sys.argv[1:3]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+count = 0
+for name, t in head.items():
+    if name == "__metadata__": continue
+    a, b = t["data_offsets"]
+    x = np.frombuffer(data[a:b], dtype=np.float32)
+    bad = (x.view(np.uint32) & 0xFFFF) != 0 if dt == "bf16" else x.astype(np.float16).astype(np.float32) != x
+    if bad.any():
+        print(f"bad {name} {x[bad][0]!r}"); sys.exit(0)
+    count += x.size
+print(f"ok {count}")
+PY
+}
+export -f s6_dtype_of
+
+s6_recipe_dtype() {  # s6_recipe_dtype RECIPE DTYPE
+    local f="$S6_DIR/dtype.$1"
+    echo "PLAN mp.precision.weights_dtype.$1"
+    "$BUILD/train" $S6_MODEL $S6_TRAIN --precision "$1" --save-params "$f.safetensors" >"$f.log" 2>&1 ||
+        { echo "FAIL mp.precision.weights_dtype.$1  the run failed: $(grep -m1 error "$f.log")"; return 1; }
+    local r; r=$(s6_dtype_of "$f.safetensors" "$2")
+    case "$r" in
+        ok*) echo "PASS mp.precision.weights_dtype.$1  all ${r#ok } weights after training are $2 numbers" ;;
+        *) echo "FAIL mp.precision.weights_dtype.$1  not a $2 number: ${r#bad }"; return 1 ;;
+    esac
+}
+export -f s6_recipe_dtype
+run mp-dtype-mixed-bf16 s6_recipe_dtype mixed-bf16 bf16
+run mp-dtype-mixed-fp16 s6_recipe_dtype mixed-fp16 fp16
+run mp-dtype-bf16-sr s6_recipe_dtype bf16-sr bf16
+
+# Mixed precision composes with the parallel layouts: DDP, ZeRO-2 and TP = 2 in
+# mixed-bf16 end within 2^-8 (relative, ||a - b|| / ||b||) of one process in
+# mixed-bf16 with the same global batch. Why that bound: the weights are bf16
+# numbers, and another summation order (over ranks, over a TP group's partial sums)
+# moves some bf16 gradients by an ulp, hence some AdamW updates and some weights by
+# one bf16 ulp (2^-8 to 2^-7 of the value); 2^-8 norm-wise is half an ulp on average
+# over all weights (measured: 7e-4 to 9e-4). And the run must be nearer to the
+# single process in mixed-bf16 than to the single process in fp32 (2.4e-3 apart):
+# a layout that lost the recipe would be nearer fp32.
+s6_compose() {  # s6_compose NAME BINARY [FLAGS...]   (2 ranks, global batch 2 x 2)
+    local name=$1 bin=$2 f="$S6_DIR/mp.$1"; shift 2
+    local ref="$S6_DIR/mp.ref"
+    echo "PLAN mp.precision.compose.$name"
+    for p in mixed-bf16 fp32; do
+        [ -f "$ref.$p.safetensors" ] || "$BUILD/train" $S6_MODEL $S6_TRAIN --batch 4 --precision $p \
+            --save-params "$ref.$p.safetensors" >"$ref.$p.log" 2>&1
+    done
+    if ! "$BUILD/$bin" $S6_MODEL $S6_TRAIN "$@" --precision mixed-bf16 \
+            --save-params "$f.safetensors" >"$f.log" 2>&1; then
+        echo "FAIL mp.precision.compose.$name  the run failed: $(grep -m1 -iE 'error|killed' "$f.log" | cut -c1-300)"
+        return 1
+    fi
+    local e_mp e_fp
+    e_mp=$("$BUILD/tests/compare_params" "$f.safetensors" "$ref.mixed-bf16.safetensors" 1 x | grep -oE 'rel_err [0-9.e+-]+' | cut -d' ' -f2)
+    e_fp=$("$BUILD/tests/compare_params" "$f.safetensors" "$ref.fp32.safetensors" 1 x | grep -oE 'rel_err [0-9.e+-]+' | cut -d' ' -f2)
+    if [ -n "$e_mp" ] && [ -n "$e_fp" ] && awk -v a="$e_mp" -v b="$e_fp" 'BEGIN { exit !(a <= 0.00390625 && a < b) }'; then
+        echo "PASS mp.precision.compose.$name  $bin $*: rel_err $e_mp to one process in mixed-bf16 (tol 2^-8), $e_fp to fp32"
+    else
+        echo "FAIL mp.precision.compose.$name  $bin $*: rel_err ${e_mp:-?} to one process in mixed-bf16 (tol 2^-8, and below ${e_fp:-?}, the distance to fp32)"
+        return 1
+    fi
+}
+export -f s6_compose
+S6_TRAIN_MP="--steps 5 --batch 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1"
+run mp-compose-ddp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose ddp.np2 ddp_train --np 2'
+run mp-compose-zero2 env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose zero2.np2 sharded_train --np 2 --strategy zero2'
+run mp-compose-tp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose tp2 tp_train --np 2 --tp 2 --batch 4'
+
+# Dynamic loss scaling: an overflow injected at step 4 (every rank's gradients
+# infinite) is detected, the step skipped (the log says so), the scale halves for
+# step 5; growth doubles it after --loss-scale-window good steps; training goes on
+# to the end with a finite loss, and the summary counts one overflow.
+s6_overflow() {
+    local f="$S6_DIR/overflow"
+    echo "PLAN mp.precision.loss_scale.overflow"
+    "$BUILD/train" $S6_MODEL $S6_TRAIN --steps 8 --log-every 1 --precision mixed-fp16 \
+        --loss-scale 1024 --loss-scale-window 2 --inject-overflow 4 >"$f.log" 2>&1 ||
+        { echo "FAIL mp.precision.loss_scale.overflow  the run failed: $(grep -m1 error "$f.log")"; return 1; }
+    local scales skipped
+    scales=$(grep -oE '^step +[0-9]+/8 .*scale [0-9]+' "$f.log" | grep -oE 'scale [0-9]+$' | cut -d' ' -f2 | tr '\n' ' ')
+    skipped=$(grep -E '^step' "$f.log" | grep 'overflow: skipped' | grep -oE '^step +[0-9]+' | tr -s ' ' | cut -d' ' -f2 | tr '\n' ' ')
+    # 1024 1024 | grows to 2048 after 2 good steps | 2048 at the overflow (step 4), then
+    # 1024, 1024, 2048, 2048, and 4096 after the last two good steps: 3 growths, 1 backoff
+    local want="1024 1024 2048 2048 1024 1024 2048 2048 "
+    if [ "$scales" = "$want" ] && [ "$skipped" = "4 " ] && grep -q 'loss scale: 4096 at the end | 1 overflow (steps skipped), 1 backoff, 3 growths' "$f.log"; then
+        echo "PASS mp.precision.loss_scale.overflow  scales $scales; step 4 skipped; $(grep -m1 'loss scale:' "$f.log" | cut -d'|' -f2)"
+    else
+        echo "FAIL mp.precision.loss_scale.overflow  scales '$scales' (want '$want'), skipped '$skipped' (want '4 ')"
+        return 1
+    fi
+}
+export -f s6_overflow
+run mp-overflow s6_overflow
+
+# The pipeline (stage 05) takes recompute and precision too: 1F1B on 2 stages with
+# --recompute selective (and the interleaved schedule, whose second chunk takes them
+# from the first, with full) ends bitwise where it ends without; in mixed-bf16 it
+# ends within 2^-8 of one process in mixed-bf16, as the layouts above.
+run mp-recompute-pp s6_recompute pp2.1f1b.selective selective pp_train --np 2 --pp 2 --schedule 1f1b --timeout 20
+run mp-recompute-pp-interleaved s6_recompute pp2.interleaved.full full pp_train --np 2 --pp 2 --schedule interleaved --chunks 2 --timeout 20
+run mp-compose-pp env S6_TRAIN="--steps 5 --batch 2 --grad-accum 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1" \
+    bash -c 's6_compose pp2.1f1b pp_train --np 2 --pp 2 --schedule 1f1b --timeout 20'
+
+# Refusals, before any rank starts: what cannot work is named.
+s6_refuse() {  # s6_refuse NAME PATTERN BINARY FLAGS...
+    local name=$1 pat=$2 bin=$3 out; shift 3
+    out=$("$BUILD/$bin" $S6_MODEL --steps 1 "$@" 2>&1)
+    if [ $? -eq 2 ] && grep -qF -- "$pat" <<<"$out" && ! grep -q '^\[rank' <<<"$out"; then
+        echo "PASS mp.refuse.$name  $(grep -m1 error <<<"$out" | cut -c1-200)"
+    else
+        echo "FAIL mp.refuse.$name  want exit 2 and '$pat'; got: $(head -c 300 <<<"$out")"
+    fi
+}
+export -f s6_refuse
+run mp-refuse-zb-full s6_refuse zb_full "not with --recompute full" pp_train --np 2 --pp 2 --schedule zb-h1 --recompute full
+run mp-refuse-fp8-tp s6_refuse fp8_tp "--precision fp8 casts the serial linear layers: not with --tp 2" tp_train --np 2 --tp 2 --precision fp8
+run mp-refuse-fp8-fsdp s6_refuse fp8_fsdp "--precision fp8 is not for --strategy fsdp" sharded_train --np 2 --strategy fsdp --precision fp8
+run mp-refuse-every s6_refuse every_needs_full "--recompute-every 2 needs --recompute full" train --recompute selective --recompute-every 2
+
+# ---------------------------------------------------------------- gradients in bf16
+# build/mp_comm_error: a bf16 ring all-reduce sends half the bytes of an fp32 one, to
+# the byte; its error against the exact sum is at least that of the exact sum
+# rounded once to bf16 and at most (p - 1) x 2^-8 (p - 1 roundings of at most half
+# an ulp, 2^-9 relative, each, with room for the growth of the partial sums).
+s6_comm_error() {
+    echo "PLAN mp.grad_comm.error.np4"
+    local l; l=$("$BUILD/mp_comm_error" --np 4 --count 65536 2>&1 | grep '^COMMERR')
+    local v; v=$(sed -E 's/.*fp32=([^ ]+) bf16=([^ ]+) ideal=([^ ]+) bytes_fp32=([^ ]+) bytes_bf16=([^ ]+)/\1 \2 \3 \4 \5/' <<<"$l")
+    if [ -n "$l" ] && awk -v s="$v" 'BEGIN { split(s, a, " "); exit !(a[1] < 1e-6 && a[3] <= a[2] && a[2] <= 3 / 256 && a[4] == 2 * a[5]) }'; then
+        echo "PASS mp.grad_comm.error.np4  $l"
+    else
+        echo "FAIL mp.grad_comm.error.np4  want bytes_fp32 = 2 x bytes_bf16, ideal <= bf16 <= 3/256, fp32 < 1e-6: $l"
+    fi
+}
+export -f s6_comm_error
+run mp-comm-error s6_comm_error
+
+# ddp_train in mixed-bf16 sends its gradients as bf16 (--grad-comm auto): half the
+# all-reduce bytes of --grad-comm fp32, and the weights within 2^-8 of one process
+# in mixed-bf16 (s6_compose, above, runs it with the default).
+s6_grad_bytes() {
+    echo "PLAN mp.grad_comm.ddp_bytes"
+    local f="$S6_DIR/gradbytes" b16 b32
+    "$BUILD/ddp_train" --np 2 $S6_MODEL $S6_TRAIN --precision mixed-bf16 >"$f.16.log" 2>&1
+    "$BUILD/ddp_train" --np 2 $S6_MODEL $S6_TRAIN --precision mixed-bf16 --grad-comm fp32 >"$f.32.log" 2>&1
+    b16=$(grep -oE 'all-reduce [0-9]+ calls, [0-9.]+ MB sent' "$f.16.log" | grep -oE '[0-9.]+ MB' | cut -d' ' -f1)
+    b32=$(grep -oE 'all-reduce [0-9]+ calls, [0-9.]+ MB sent' "$f.32.log" | grep -oE '[0-9.]+ MB' | cut -d' ' -f1)
+    if [ -n "$b16" ] && [ -n "$b32" ] && grep -q 'gradients sent as bf16' "$f.16.log" &&
+       awk -v a="$b16" -v b="$b32" 'BEGIN { exit !(a > 0 && a * 2 == b) }'; then
+        echo "PASS mp.grad_comm.ddp_bytes  rank 0 sent $b16 MB as bf16, $b32 MB as fp32"
+    else
+        echo "FAIL mp.grad_comm.ddp_bytes  bf16 '$b16' MB vs fp32 '$b32' MB: want exactly half"
+    fi
+}
+export -f s6_grad_bytes
+run mp-grad-bytes s6_grad_bytes
+
+# The fp8 recipe (every GEMM reads E4M3 / E5M2 casts with delayed per-tensor scales)
+# trains: after 40 steps its loss is within 2 % of mixed-bf16's (measured 0.2 % on
+# the tiny preset), and recompute stays bitwise under it (the backward's casts use
+# the step's frozen scales, so they are the forward's).
+s6_fp8() {
+    echo "PLAN mp.precision.fp8.trains"
+    local f="$S6_DIR/fp8" lb lf
+    "$BUILD/train" --preset tiny --steps 40 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1 --precision mixed-bf16 >"$f.bf16.log" 2>&1
+    "$BUILD/train" --preset tiny --steps 40 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1 --precision fp8 >"$f.fp8.log" 2>&1
+    lb=$(sed -n 's/^RESULT .* final_loss=\([0-9.]*\).*/\1/p' "$f.bf16.log")
+    lf=$(sed -n 's/^RESULT .* final_loss=\([0-9.]*\).*/\1/p' "$f.fp8.log")
+    if [ -n "$lb" ] && [ -n "$lf" ] && awk -v a="$lf" -v b="$lb" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d <= 0.02 && a < 5.4) }'; then
+        echo "PASS mp.precision.fp8.trains  final loss fp8 $lf, mixed-bf16 $lb (40 steps, tiny)"
+    else
+        echo "FAIL mp.precision.fp8.trains  final loss fp8 '$lf' vs mixed-bf16 '$lb': want within 2 % (and below 5.4, the start)"
+    fi
+}
+export -f s6_fp8
+run mp-fp8 s6_fp8
+run mp-recompute-fp8 s6_recompute fp8.full full train --precision fp8

@@ -18,18 +18,6 @@
 #include "harness.h"
 #include "rng.h"
 
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 typedef struct { uint32_t in; uint16_t out; const char *what; } Case;
 
 static void test_known_bf16(TestState *ts) {
@@ -57,7 +45,7 @@ static void test_known_bf16(TestState *ts) {
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        uint16_t got = f32_to_bf16(from_bits(cases[i].in));
+        uint16_t got = f32_to_bf16(float_from_bits(cases[i].in));
         if (got != cases[i].out) {
             if (bad++ < 5)
                 printf("  f32_to_bf16(0x%08x) = 0x%04x, want 0x%04x (%s)\n", cases[i].in, got,
@@ -102,7 +90,7 @@ static void test_known_f16(TestState *ts) {
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        uint16_t got = f32_to_f16(from_bits(cases[i].in));
+        uint16_t got = f32_to_f16(float_from_bits(cases[i].in));
         if (got != cases[i].out) {
             if (bad++ < 5)
                 printf("  f32_to_f16(0x%08x) = 0x%04x, want 0x%04x (%s)\n", cases[i].in, got,
@@ -120,10 +108,10 @@ static void test_known_f16(TestState *ts) {
     };
     bad = 0;
     for (size_t i = 0; i < sizeof back / sizeof back[0]; i++)
-        if (bits(f16_to_f32(back[i].h)) != bits(back[i].f)) bad++;
+        if (float_bits(f16_to_f32(back[i].h)) != float_bits(back[i].f)) bad++;
     if (!(isinf(f16_to_f32(0x7c00)) && f16_to_f32(0x7c00) > 0)) bad++;
     if (!(isinf(f16_to_f32(0xfc00)) && f16_to_f32(0xfc00) < 0)) bad++;
-    if (bits(f16_to_f32(0x8000)) != 0x80000000u) bad++;
+    if (float_bits(f16_to_f32(0x8000)) != 0x80000000u) bad++;
     if (!isnan(f16_to_f32(0x7e00)) || !isnan(f16_to_f32(0x7c01))) bad++;
     test_report(ts, bad == 0, "f16_to_f32_known_values", "%d wrong", bad);
 }
@@ -172,7 +160,7 @@ static void test_f16_vs_compiler(TestState *ts) {
     int bad = 0;
     for (int i = 0; i < 4000000; i++) {
         uint32_t u = (uint32_t)(rng_u64(&r) >> 32);
-        float f = from_bits(u);
+        float f = float_from_bits(u);
         if (isnan(f)) continue;
         _Float16 h = (_Float16)f;
         uint16_t want;
@@ -187,7 +175,7 @@ static void test_f16_vs_compiler(TestState *ts) {
         float mid = (float)(((double)lo + (double)hi) / 2);  // exact: fits in fp32
         for (int d = -1; d <= 1; d++) {
             for (int s = 0; s < 2; s++) {
-                float f = from_bits((bits(mid) + (uint32_t)d) ^ (s ? 0x80000000u : 0));
+                float f = float_from_bits((float_bits(mid) + (uint32_t)d) ^ (s ? 0x80000000u : 0));
                 _Float16 c = (_Float16)f;
                 uint16_t want;
                 memcpy(&want, &c, 2);
@@ -213,7 +201,7 @@ static void test_bf16_vs_arith(TestState *ts) {
         uint32_t u = (uint32_t)(rng_u64(&r) >> 32);
         uint32_t e = (u >> 23) & 0xff;
         if (e == 0 || e >= 0xfe) continue;  // subnormals, the top binade (may overflow), inf/NaN
-        float f = from_bits(u);
+        float f = float_from_bits(u);
         int ex;
         frexp((double)f, &ex);                        // |f| = m * 2^ex, m in [0.5, 1)
         double scaled = ldexp((double)f, 8 - ex);     // 8 significant bits above the point
@@ -244,11 +232,11 @@ static void test_convert(TestState *ts) {
     dtype_convert(b, DT_F16, a, DT_BF16, N);  // bf16 -> fp16: one rounding, from the bf16 value
     for (int i = 0; i < N; i++) bad += b[i] != f32_to_f16(bf16_to_f32(a[i]));
     dtype_convert(back, DT_F32, b, DT_F16, N);
-    for (int i = 0; i < N; i++) bad += bits(back[i]) != bits(f16_to_f32(b[i]));
+    for (int i = 0; i < N; i++) bad += float_bits(back[i]) != float_bits(f16_to_f32(b[i]));
     dtype_convert(a, DT_BF16, b, DT_F16, N);
     for (int i = 0; i < N; i++) bad += a[i] != f32_to_bf16(f16_to_f32(b[i]));
     dtype_convert(back, DT_F32, a, DT_BF16, N);
-    for (int i = 0; i < N; i++) bad += bits(back[i]) != bits(bf16_to_f32(a[i]));
+    for (int i = 0; i < N; i++) bad += float_bits(back[i]) != float_bits(bf16_to_f32(a[i]));
     float copy[N];
     dtype_convert(copy, DT_F32, src, DT_F32, N);
     bad += memcmp(copy, src, sizeof src) != 0;

@@ -291,6 +291,7 @@ int main(int argc, char **argv) {
         test_crossentropy(e, d);
         test_vocab_split(e, d);
         test_optimizer(e, d);
+        test_low_precision(e, d);
     }
 
     // A small model trained for 10 steps, and GPT-2 124M's widths for one step

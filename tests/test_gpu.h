@@ -84,3 +84,4 @@ void test_elementwise(Env *e, const Dims *d);
 void test_crossentropy(Env *e, const Dims *d);
 void test_vocab_split(Env *e, const Dims *d);
 void test_optimizer(Env *e, const Dims *d);
+void test_low_precision(Env *e, const Dims *d);

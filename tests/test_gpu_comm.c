@@ -17,6 +17,13 @@
 // And NCCL's refusal of two ranks on one GPU: asking for NCCL with a shared GPU
 // must give the IPC ring.
 //
+// Point to point on device buffers (gpu_isend / gpu_irecv over CUDA IPC, stage
+// 05's pipeline messages), at 2 ranks and more: every rank sends to both
+// neighbours at once, random bytes of sizes from 0 to past two growths of the
+// outbox, posted before its receives (a send completes only once TAKEN, so this
+// needs every request moved along while waiting); every message must arrive
+// bitwise, in order, and the counters must hold the payload only.
+//
 // One line per (way, collective, property), printed by rank 0 after collecting
 // the verdicts point to point (not through the collectives under test).
 //
@@ -155,6 +162,82 @@ static void test_ipc_equals_host_ring(Env *e, GpuComm *gc) {
     verdict(e, name, counter_diff, "(rank, dtype) pairs count other bytes sent or received");
 }
 
+// ---------------------------------------------------------------- point to point
+
+// Message k from `from` to `to` (world ranks), direction d: its size and bytes.
+static const size_t p2p_sizes[] = {0, 4, 4099 * 4, (size_t)3 << 20, 1000, (size_t)5 << 20};
+#define P2P_K ((int)(sizeof p2p_sizes / sizeof p2p_sizes[0]))
+static void p2p_fill(unsigned char *b, size_t n, int from, int to, int d, int k) {
+    Rng rng;
+    rng_seed(&rng, 1000003ull * (unsigned long long)(from + 1) + 1009ull * (unsigned long long)to +
+                       97ull * (unsigned long long)d + (unsigned long long)k);
+    for (size_t i = 0; i < n; i++) b[i] = (unsigned char)rng_u64(&rng);
+}
+
+static void test_p2p(Env *e, GpuComm *gc) {
+    int p = e->g->size, r = e->g->rank, nbr[2] = {(r + 1) % p, (r + p - 1) % p};
+    // [d][k]: direction d = 0 to the right / from the left, 1 the other way.
+    void *out[2][P2P_K], *in[2][P2P_K];
+    GpuRequest *req[4 * P2P_K];
+    const CommCounter *cnt = comm_counters(e->c);
+    CommCounter before = cnt[COLL_P2P];
+    size_t sent = 0, got = 0;
+    int n = 0;
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < P2P_K; k++) {
+            size_t b = p2p_sizes[k];
+            unsigned char *h = malloc(b + 1);
+            CHECK(h, "out of host memory");
+            p2p_fill(h, b, r, nbr[d], d, k);
+            out[d][k] = mem_alloc(e->ctx, MEM_WORKSPACE, b);
+            in[d][k] = mem_alloc(e->ctx, MEM_WORKSPACE, b);
+            // Queued on the compute stream: the send must read after the upload, and
+            // the receive must land after the clearing, or the bytes come out wrong.
+            e->ctx->ops->to_device(e->ctx, out[d][k], h, b);
+            e->ctx->ops->memset0(e->ctx, in[d][k], b);
+            free(h);
+            req[n++] = gpu_isend(gc, nbr[d], out[d][k], b);
+            sent += b;
+        }
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < P2P_K; k++) {
+            req[n++] = gpu_irecv(gc, nbr[1 - d], in[d][k], p2p_sizes[k]);
+            got += p2p_sizes[k];
+        }
+    // The last receive first (it can finish only after the others of its
+    // channel): gpu_wait_first must move everything else along meanwhile.
+    GpuRequest *last = req[n - 1];
+    req[n - 1] = req[0];
+    req[0] = last;
+    gpu_wait_first(gc, req, n);
+    gpu_wait(gc, req + 1, n - 1);
+    long wrong = 0;
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < P2P_K; k++) {
+            size_t b = p2p_sizes[k];
+            unsigned char *h = malloc(b + 1), *want = malloc(b + 1);
+            CHECK(h && want, "out of host memory");
+            e->ctx->ops->to_host(e->ctx, h, in[d][k], b);
+            // What the neighbour on side 1-d sent to us in its direction d.
+            p2p_fill(want, b, nbr[1 - d], r, d, k);
+            wrong += memcmp(h, want, b) != 0;
+            free(h);
+            free(want);
+            mem_free(e->ctx, MEM_WORKSPACE, out[d][k], b);
+            mem_free(e->ctx, MEM_WORKSPACE, in[d][k], b);
+        }
+    long counted = (cnt[COLL_P2P].bytes_sent - before.bytes_sent != sent) +
+                   (cnt[COLL_P2P].bytes_recv - before.bytes_recv != got) +
+                   (cnt[COLL_P2P].calls - before.calls != 2 * P2P_K);
+    char name[96];
+    snprintf(name, sizeof name, "gpu.p2p.bitwise.np%d", p);
+    verdict(e, name, wrong, "messages differ (each rank to both neighbours, 0 B to 5 MiB, random "
+            "bytes, the outbox grown twice)");
+    snprintf(name, sizeof name, "gpu.p2p.counters.np%d", p);
+    verdict(e, name, counted, "(rank, counter) pairs other than the payload (sent, received, "
+            "sends)");
+}
+
 // NCCL asked for by name: what placement gave, then NCCL's collectives.
 static void test_nccl(Env *e, GpuComm *nccl, int shared) {
     GpuAlgo got = gpu_comm_algo(nccl);
@@ -204,6 +287,7 @@ int main(int argc, char **argv) {
     if (ipc) {
         test_exact(&e, ipc, "ipc");
         test_ipc_equals_host_ring(&e, ipc);
+        if (np > 1) test_p2p(&e, ipc);
         shared = gpu_comm_shared(ipc);
         gpu_comm_free(ipc);
     } else if (e.g->rank == 0) {

@@ -5,7 +5,8 @@
 // split's lookups, position sums and maxima, which add in the CPU's order, must
 // match exactly. The gradients a backward adds to start non-zero, so one that
 // overwrites them fails, and the GPU's deterministic reductions (dbias, dwte,
-// dw, dwpe, sum_squares) run twice and must give the same bits.
+// dw, dwpe, sum_squares) run twice and must give the same bits. The low-precision
+// ops (rounding, stochastic rounding, fp8 quantization) must give the CPU's bits.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,4 +347,60 @@ void test_optimizer(Env *e, const Dims *d) {
     check_same_bits(e, "sum_squares deterministic", &sg, &sg2, sizeof sg);
     Buf *all[] = {&p, &g, &m, &v};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
+// Rounding in fp32 slots: the CUDA kernels call twins of the CPU's scalar routines
+// (dtype.c, 06_mixed_precision/sround.c), so every result, NaNs included, and the
+// fp8 amax must be the same bits. Inputs: normals at several scales (the fp8 range,
+// fp16's subnormals and overflow), with specials at the front.
+void test_low_precision(Env *e, const Dims *d) {
+    size_t n = (size_t)d->B * d->T * d->C + 7;
+    Buf src = buf_normal(e, n, 0.0f, 1.0f);
+    float *h = src.host;
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0e38f, 1e-40f, 65520.0f,
+                              448.0f, 464.0f, 61440.0f};
+    for (size_t i = 0; i < n; i++) h[i] *= exp2f((float)(i % 41) - 20.0f);  // 2^-20 .. 2^20
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0] && i < n; i++) h[i] = specials[i];
+    Buf x = buf_zero(e, src.bytes);
+    char what[64];
+    const DType dts[] = {DT_BF16, DT_F16, DT_E4M3, DT_E5M2};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        memcpy(x.host, src.host, src.bytes);
+        buf_upload(e, &x);
+        for (int dev = 0; dev < 2; dev++) {
+            Ctx *xc = ctx_of(e, dev);
+            xc->ops->round_to(xc, on(&x, dev), n, dts[k]);
+        }
+        float *c = read_back(&e->cpu, x.c, x.bytes), *g = read_back(&e->gpu, x.g, x.bytes);
+        snprintf(what, sizeof what, "round_to.%s", dtype_name(dts[k]));
+        check_same_bits(e, what, c, g, x.bytes);
+        free(c), free(g);
+    }
+    memcpy(x.host, src.host, src.bytes);
+    buf_upload(e, &x);
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *xc = ctx_of(e, dev);
+        xc->ops->round_stochastic_bf16(xc, on(&x, dev), n, 1234, 99);
+    }
+    float *c = read_back(&e->cpu, x.c, x.bytes), *g = read_back(&e->gpu, x.g, x.bytes);
+    check_same_bits(e, "round_stochastic_bf16", c, g, x.bytes);
+    free(c), free(g);
+    for (int f = 0; f < 2; f++) {
+        DType fmt = f ? DT_E5M2 : DT_E4M3;
+        float amax[2], scale = f ? 3.0f : 0.375f;  // not powers of two: the division rounds
+        memcpy(x.host, src.host, src.bytes);
+        buf_upload(e, &x);
+        for (int dev = 0; dev < 2; dev++) {
+            Ctx *xc = ctx_of(e, dev);
+            xc->ops->quantize_fp8(xc, on(&x, dev), n, fmt, scale, &amax[dev]);
+        }
+        c = read_back(&e->cpu, x.c, x.bytes), g = read_back(&e->gpu, x.g, x.bytes);
+        snprintf(what, sizeof what, "quantize_fp8.%s", dtype_name(fmt));
+        check_same_bits(e, what, c, g, x.bytes);
+        snprintf(what, sizeof what, "quantize_fp8.%s.amax", dtype_name(fmt));
+        check_same_bits(e, what, &amax[0], &amax[1], sizeof(float));
+        free(c), free(g);
+    }
+    buf_free(e, &src);
+    buf_free(e, &x);
 }

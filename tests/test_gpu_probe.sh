@@ -9,7 +9,7 @@
 #   2. on a machine with no GPU, the real probe skips them with "no CUDA
 #      device"; with no driver but an NVIDIA GPU on the PCI bus it fails them;
 #   3. ranks that would share a GPU in exclusive-process mode: test_gpu_comm
-#      skips, naming the mode, and ddp_train refuses before launching;
+#      skips, naming the mode, and ddp_train and pp_train refuse before launching;
 #   4. the rank-to-GPU map reads LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
 #      SLURM_LOCALID (in that order), and not under the built-in launcher.
 #
@@ -106,6 +106,10 @@ expect shared_exclusive_gpu_skips 77 '^SKIP gpu-comm: 2 ranks would share GPU 0,
 expect shared_exclusive_gpu_refused nonzero '^error: --np 3 --device cuda on 1 GPU: 3 ranks would share GPU 0, whose compute mode is exclusive-process' -- \
     env COURSE_FAKE_CUDA_DEVICES=1:exclusive-process "$B/ddp_train" --np 3 --device cuda --preset tiny --steps 1
 absent shared_exclusive_gpu_refused '^\[rank|^launcher' "refused before any rank was started"
+# Stage 05's driver checks the same before it launches its pipeline.
+expect pp_shared_exclusive_gpu_refused nonzero '^error: --np 2 --device cuda on 1 GPU: 2 ranks would share GPU 0, whose compute mode is exclusive-process' -- \
+    env COURSE_FAKE_CUDA_DEVICES=1:exclusive-process "$B/pp_train" --np 2 --pp 2 --device cuda --preset tiny --steps 1
+absent pp_shared_exclusive_gpu_refused '^\[rank|^launcher' "pp_train refused before any rank was started"
 # One rank per GPU shares nothing: not refused (the ranks start, then fail here
 # on the faked second GPU).
 expect own_gpus_not_refused nonzero 'launcher: rank' -- \

@@ -8,7 +8,8 @@
 // gpt_embed_forward, gpt_blocks_forward(g, x, g->l0, g->l1, B, T),
 // gpt_head_forward, gpt_head_backward(g, x, dx, dloss_scale, B, T),
 // gpt_blocks_backward(g, x, dx, l0, l1, B, T) (dx: the gradient at the output in,
-// at the input out), gpt_embed_backward; and comm.h's comm_isend / comm_irecv.
+// at the input out), gpt_embed_backward; and pipe.h's pipe_isend / pipe_irecv
+// (comm.h's comm_isend / comm_irecv on the CPU; device to device on a GPU).
 //
 // The slot of (micro-batch, chunk) carries what its actions pass each other:
 //   - its activations, slot->acts: taken with pipe_acts_get by the receive of its

@@ -10,10 +10,9 @@
 //   NONE       the forward kept everything: g->acts.layers[l] as it is.
 //   SELECTIVE  the forward kept all but the attention probabilities att
 //              (B x NH x T x T per layer, the part that grows with T^2). Recompute
-//              them from the saved qkv into the shared buffer g->remat.att with the
-//              backend's attention_forward (ops.h). It writes the attention output
-//              too: the same bits as the saved atty. With tensor parallelism over
-//              t = g->tp.size ranks this rank holds C/t of the width, NH/t heads.
+//              them from the saved qkv into the shared buffer g->remat.att with
+//              gpt_attention_forward (model.h), the call the forward made. It writes
+//              the attention output too: the same bits as the saved atty.
 //   FULL       (gpt_layer_recomputed(g, l)) the forward kept only the layer's
 //              output res_mlp, the next layer's input. Run the layer's forward
 //              again (gpt_layer_forward) from its input x into the shared layer
@@ -22,7 +21,6 @@
 // The recomputed tensors must be the saved ones bit for bit: the same calls on the
 // same inputs. Which inputs are those? (What did the forward of layer l read?)
 #include "model.h"
-#include "ops.h"
 
 LayerActs gpt_recompute_layer(GPT *g, const float *x, int l, int B, int T) {
     LayerActs a = g->acts.layers[l];

@@ -1,0 +1,29 @@
+// grad_comm.c — data parallelism's all-reduce in bf16 (stage 06).
+//
+// Mixed precision computes the gradients in bf16 already, so sending them as fp32
+// moves 16 zero bits per value. Sending bf16 halves the bytes, which on a
+// bandwidth-bound all-reduce halves its time. What it costs: the sum is rounded to
+// bf16 after every addition of the ring, p - 1 times on p ranks, where an fp32
+// all-reduce of the same values would round once at the end (or never).
+// build/mp_comm_error measures that error against the world size.
+#include <stdlib.h>
+
+#include "check.h"
+#include "grad_comm.h"
+#include "ops.h"
+
+void ddp_sync_grads_bf16(DDP *d, GPT *g) {
+    Ctx *ctx = g->ctx;
+    size_t n = g->n_params;
+    float *host = malloc(n * sizeof(float));
+    uint16_t *wire = malloc(n * sizeof(uint16_t));
+    CHECK(host && wire, "out of host memory for %zu gradients in bf16", n);
+    ctx->ops->to_host(ctx, host, g->grads, n * sizeof(float));
+    dtype_convert(wire, DT_BF16, host, DT_F32, n);
+    allreduce(d->comm, d->group, wire, n, DT_BF16, d->algo);
+    dtype_convert(host, DT_F32, wire, DT_BF16, n);
+    ctx->ops->to_device(ctx, g->grads, host, n * sizeof(float));
+    ctx->ops->scale(ctx, g->grads, 1.0f / d->group->size, n);
+    free(wire);
+    free(host);
+}

@@ -1,0 +1,145 @@
+// model_fp8.c — the fp8 recipe's linear layers: every GEMM of the GPT reads fp8.
+//
+// The recipe is mixed-bf16 with one more step, as NVIDIA Transformer Engine does it
+// on Hopper: each matmul's inputs are cast to fp8 just before the GEMM, which then
+// accumulates in fp32. The forward's input x and weight w go to E4M3 (4 exponent
+// bits, 3 mantissa: more precision, range ±448), the backward's output gradient dy
+// to E5M2 (5 and 2: the range gradients need, ±57344). fp8 has so little range that
+// every tensor needs its own scale: q = fp8(x * s), x ≈ q / s. The scale comes from
+// the tensor's amax (max |x|) over the last steps ("delayed scaling",
+// 06_mixed_precision/fp8.c): s = fp8_max / amax. This step's amaxes are recorded as
+// the tensors are cast and go into the histories when the step ends
+// (gpt_fp8_step_end), so the scales are fixed for a whole step: the backward's casts
+// of x and w (it needs them for the weight gradient and the input gradient) are the
+// forward's, bit for bit.
+//
+// On the CPU the casts are emulated (ops->quantize_fp8: the values fp8 can hold, in
+// fp32 slots); the GEMM is the fp32 one on those values, which is what an fp8 tensor
+// core computes, up to its accumulation order. Serial layers only (one process, or
+// data parallelism: each rank keeps its own scales, where Transformer Engine would
+// all-reduce the amaxes over the data-parallel group).
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model.h"
+#include "model_internal.h"
+#include "ops.h"
+#include "precision.h"
+
+enum { FP8_X, FP8_W, FP8_DY, FP8_TENSORS };
+
+// One linear layer, known by its weight: a scaling state per tensor it casts, and the
+// scale and the running amax of the step under way.
+typedef struct {
+    const float *w;
+    Fp8Scaling hist[FP8_TENSORS];
+    float scale[FP8_TENSORS], amax[FP8_TENSORS];
+} Fp8Linear;
+
+struct GPTFp8 {
+    Fp8Linear *lin;
+    int n, cap, history;
+    float *scratch;          // x, w and dy cast to fp8, in fp32 slots (MEM_WORKSPACE)
+    size_t scratch_floats, nx, nw;
+};
+
+void gpt_fp8_enable(GPT *g, int history) {
+    CHECK(!g->fp8, "fp8 already enabled");
+    CHECK(history >= 1, "fp8 amax history of %d steps", history);
+    g->fp8 = calloc(1, sizeof *g->fp8);
+    CHECK(g->fp8, "out of host memory");
+    g->fp8->history = history;
+}
+
+void gpt_fp8_free(GPT *g) {
+    struct GPTFp8 *f = g->fp8;
+    if (!f) return;
+    for (int i = 0; i < f->n; i++)
+        for (int k = 0; k < FP8_TENSORS; k++) fp8_scaling_free(&f->lin[i].hist[k]);
+    if (f->scratch) mem_free(g->ctx, MEM_WORKSPACE, f->scratch, f->scratch_floats * sizeof(float));
+    free(f->lin);
+    free(f);
+    g->fp8 = NULL;
+}
+
+// The layer whose weight is w; a new one starts with scale 1 (an empty history).
+static Fp8Linear *layer_of(struct GPTFp8 *f, const float *w) {
+    for (int i = 0; i < f->n; i++)
+        if (f->lin[i].w == w) return &f->lin[i];
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 16;
+        f->lin = realloc(f->lin, (size_t)f->cap * sizeof *f->lin);
+        CHECK(f->lin, "out of host memory");
+    }
+    Fp8Linear *L = &f->lin[f->n++];
+    memset(L, 0, sizeof *L);
+    L->w = w;
+    static const DType fmt[FP8_TENSORS] = {DT_E4M3, DT_E4M3, DT_E5M2};
+    for (int k = 0; k < FP8_TENSORS; k++) {
+        fp8_scaling_init(&L->hist[k], f->history, fmt[k], 0.0f);
+        L->scale[k] = fp8_scale(&L->hist[k]);
+    }
+    return L;
+}
+
+// Room for the casts of the largest layer: x up to N x 4C (the MLP's c_proj), w up to
+// max(4C x C, V x C) (the LM head is the tied wte), dy up to N x max(4C, V).
+static void ensure_scratch(GPT *g, int N) {
+    struct GPTFp8 *f = g->fp8;
+    size_t C = (size_t)g->cfg.n_embd, V = (size_t)g->cfg.vocab, big = 4 * C > V ? 4 * C : V;
+    size_t nx = (size_t)N * 4 * C, nw = big * C, nd = (size_t)N * big;
+    if (f->scratch && nx <= f->nx) return;
+    if (f->scratch) mem_free(g->ctx, MEM_WORKSPACE, f->scratch, f->scratch_floats * sizeof(float));
+    f->nx = nx;
+    f->nw = nw;
+    f->scratch_floats = nx + nw + nd;
+    f->scratch = mem_alloc(g->ctx, MEM_WORKSPACE, f->scratch_floats * sizeof(float));
+}
+
+// dst = src cast to fp8 with tensor k's scale of this step; its amax noted.
+static const float *cast(GPT *g, Fp8Linear *L, int k, float *dst, const float *src, size_t n) {
+    static const DType fmt[FP8_TENSORS] = {DT_E4M3, DT_E4M3, DT_E5M2};
+    float amax = 0.0f;
+    g->ctx->ops->copy(g->ctx, dst, src, n * sizeof(float));
+    g->ctx->ops->quantize_fp8(g->ctx, dst, n, fmt[k], L->scale[k], &amax);
+    if (amax > L->amax[k]) L->amax[k] = amax;
+    return dst;
+}
+
+void gpt_fp8_linear_forward(GPT *g, float *out, const float *inp, const float *w, const float *b,
+                            int N, int C, int OC) {
+    struct GPTFp8 *f = g->fp8;
+    ensure_scratch(g, N);
+    Fp8Linear *L = layer_of(f, w);
+    const float *xq = cast(g, L, FP8_X, f->scratch, inp, (size_t)N * C);
+    const float *wq = cast(g, L, FP8_W, f->scratch + f->nx, w, (size_t)OC * C);
+    g->ctx->ops->matmul_forward(g->ctx, out, xq, wq, b, N, C, OC);
+}
+
+void gpt_fp8_linear_backward(GPT *g, float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, int N, int C, int OC) {
+    struct GPTFp8 *f = g->fp8;
+    ensure_scratch(g, N);
+    Fp8Linear *L = layer_of(f, w);
+    // x and w again, with the step's scales: the forward's fp8 values exactly.
+    const float *xq = cast(g, L, FP8_X, f->scratch, inp, (size_t)N * C);
+    const float *wq = cast(g, L, FP8_W, f->scratch + f->nx, w, (size_t)OC * C);
+    const float *dq = cast(g, L, FP8_DY, f->scratch + f->nx + f->nw, dout, (size_t)N * OC);
+    g->ctx->ops->memset0(g->ctx, dinp, (size_t)N * C * sizeof(float));
+    g->ctx->ops->matmul_backward(g->ctx, dinp, dw, db, dq, xq, wq, N, C, OC);
+}
+
+void gpt_fp8_step_end(GPT *g) {
+    struct GPTFp8 *f = g->fp8;
+    if (!f) return;
+    for (int i = 0; i < f->n; i++)
+        for (int k = 0; k < FP8_TENSORS; k++) {
+            Fp8Linear *L = &f->lin[i];
+            fp8_record(&L->hist[k], L->amax[k]);
+            L->scale[k] = fp8_scale(&L->hist[k]);
+            L->amax[k] = 0.0f;
+        }
+}
+
+int gpt_fp8_layers(const GPT *g) { return g->fp8 ? g->fp8->n : 0; }

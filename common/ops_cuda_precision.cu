@@ -1,0 +1,153 @@
+// ops_cuda_precision.cu — the CUDA backend's low-precision ops (ops.h, "low
+// precision in fp32 slots"): rounding to bf16, fp16 and fp8 and back, stochastic
+// rounding to bf16, and fp8 fake quantization with a per-tensor scale and its amax.
+//
+// ops_cpu.c is the reference, and here the bar is bitwise: every op gives the CPU's
+// bits, NaNs included. The CPU's scalar routines are C (dtype.c, and
+// 06_mixed_precision/sround.c, an exercise), so the kernels call __device__ twins
+// of them: the same bit manipulations where the result depends on how they are
+// written (NaN payloads, the stochastic rounding and its hash), CUDA's own
+// conversions where IEEE fixes the answer (round to nearest even, fp16 subnormals,
+// the fp8 saturating cast: cvt.rn.satfinite on sm_89 and later).
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <math.h>
+
+#include "ops_cuda_internal.cuh"
+
+// ---------------------------------------------------------------- scalar twins
+
+// dtype.c's f32_to_bf16 and back, bit for bit: RNE on the 16 dropped bits; a NaN
+// keeps its sign and top payload bits and gets the quiet bit.
+__device__ static float bf16_round(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((u & 0xffff0000u) | 0x00400000u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return __uint_as_float(u & 0xffff0000u);
+}
+
+// dtype.c's f32_to_f16 and back. The hardware conversion rounds to nearest even,
+// keeps subnormals and overflows to inf, as dtype.c does; only NaN needs care:
+// dtype.c keeps the sign and the top 10 payload bits and sets the quiet bit, where
+// the hardware would give its canonical NaN.
+__device__ static float f16_round(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((u & 0xffffe000u) | 0x00400000u);
+    return __half2float(__float2half_rn(f));
+}
+
+// dtype.c's f32_to_e4m3 / f32_to_e5m2 and back: CUDA's saturating cast (the same
+// rounding and saturation, dtype.h), then fp8 -> fp16 -> fp32, both exact (every
+// fp8 value is an fp16 value). A NaN decodes to the quiet NaN with its sign in
+// dtype.c, while the hardware's NaN code has no sign: handled first.
+__device__ static float fp8_round(float f, __nv_fp8_interpretation_t fmt) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((u & 0x80000000u) | 0x7fc00000u);
+    __nv_fp8_storage_t c = __nv_cvt_float_to_fp8(f, __NV_SATFINITE, fmt);
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(c, fmt)));
+}
+
+__device__ static float through(float f, DType dt) {
+    switch (dt) {
+    case DT_BF16: return bf16_round(f);
+    case DT_F16: return f16_round(f);
+    case DT_E4M3: return fp8_round(f, __NV_E4M3);
+    case DT_E5M2: return fp8_round(f, __NV_E5M2);
+    default: return f;  // fp32 (the host checked dt)
+    }
+}
+
+// 06_mixed_precision/sround.c's sround_bits: number index of splitmix64's stream
+// from seed, computed directly; the top 16 bits.
+__device__ static uint32_t sround_bits_dev(uint64_t seed, uint64_t index) {
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (uint32_t)(z >> 48);
+}
+
+// 06_mixed_precision/sround.c's f32_to_bf16_stochastic, returned as the fp32 value:
+// add the random bits to the 16 that bf16 drops and truncate; inf and NaN as RNE
+// gives them; where the carry would make an inf that RNE does not, RNE's value.
+__device__ static float bf16_stochastic(float f, uint32_t r16) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) >= 0x7f800000u) return bf16_round(f);
+    uint32_t h = (u + r16) & 0xffff0000u;
+    if ((h & 0x7fffffffu) == 0x7f800000u) return bf16_round(f);
+    return __uint_as_float(h);
+}
+
+// ---------------------------------------------------------------- round_to
+
+__global__ void round_to_kernel(float *x, size_t n, DType dt) {
+    GRID_STRIDE(i, n) x[i] = through(x[i], dt);
+}
+
+void cuda_round_to(Ctx *ctx, float *x, size_t n, DType dt) {
+    CHECK(dt == DT_F32 || dt == DT_BF16 || dt == DT_F16 || dt == DT_E4M3 || dt == DT_E5M2,
+          "round_to: %s is not a float type to round to", dtype_name(dt));
+    if (dt == DT_F32 || n == 0) return;
+    round_to_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(x, n, dt);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------- stochastic rounding
+
+// Element i takes the hash of (seed, offset + i): no state shared between threads,
+// so the grid's shape cannot change a single bit.
+__global__ void round_stochastic_kernel(float *x, size_t n, uint64_t seed, uint64_t offset) {
+    GRID_STRIDE(i, n) x[i] = bf16_stochastic(x[i], sround_bits_dev(seed, offset + i));
+}
+
+void cuda_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset) {
+    if (n == 0) return;
+    round_stochastic_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(x, n, seed, offset);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------- fp8 fake quantization
+
+// One pass: each thread reads its elements, keeps the largest |x| it has seen, and
+// writes them quantized; then the block's maximum goes to partial[block]. A
+// maximum is exact and does not depend on the order it is taken in, so the amax
+// is the CPU's whatever the grid (fmaxf ignores NaN on both).
+__global__ void quantize_fp8_kernel(float *x, size_t n, DType fmt, float scale, float *partial) {
+    __nv_fp8_interpretation_t f = fmt == DT_E5M2 ? __NV_E5M2 : __NV_E4M3;
+    float m = 0.0f;
+    GRID_STRIDE(i, n) {
+        float v = x[i];
+        m = fmaxf(m, fabsf(v));
+        // Divided by scale, as on the CPU: IEEE division, the same bits.
+        if (!isnan(v)) x[i] = fp8_round(v * scale, f) / scale;
+    }
+    m = block_reduce(m, MaxOp(), 0.0f);
+    if (threadIdx.x == 0) partial[blockIdx.x] = m;
+}
+
+// partial[nblocks] = max of partial[0..nblocks); one block.
+__global__ void max_partials_kernel(float *partial, int nblocks) {
+    float m = 0.0f;
+    for (int b = threadIdx.x; b < nblocks; b += blockDim.x) m = fmaxf(m, partial[b]);
+    m = block_reduce(m, MaxOp(), 0.0f);
+    if (threadIdx.x == 0) partial[nblocks] = m;
+}
+
+void cuda_quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, float *amax) {
+    CHECK(fmt == DT_E4M3 || fmt == DT_E5M2, "quantize_fp8: %s is not an fp8 format (e4m3, e5m2)",
+          dtype_name(fmt));
+    CHECK(scale > 0.0f && isfinite(scale), "quantize_fp8: scale %g (must be > 0 and finite)",
+          (double)scale);
+    *amax = 0.0f;
+    if (n == 0) return;
+    unsigned nblocks = elem_grid(n);
+    float *partial = (float *)cuda_scratch(ctx, (nblocks + 1) * sizeof(float));
+    quantize_fp8_kernel<<<nblocks, BLOCK, 0, stream(ctx)>>>(x, n, fmt, scale, partial);
+    CUDA_CHECK_LAUNCH();
+    max_partials_kernel<<<1, BLOCK, 0, stream(ctx)>>>(partial, (int)nblocks);
+    CUDA_CHECK_LAUNCH();
+    // The amax goes to the host's history (fp8_record): wait for it.
+    CUDA_CHECK(cudaMemcpyAsync(amax, partial + nblocks, sizeof(float), cudaMemcpyDeviceToHost,
+                               stream(ctx)));
+    CUDA_CHECK(cudaStreamSynchronize(stream(ctx)));
+}
