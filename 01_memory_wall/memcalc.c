@@ -192,6 +192,7 @@ int main(int argc, char **argv) {
     int layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
     int micro_batch = 1, dp = 1, tp = 1, pp = 1, zero = 0, microbatches = 0, sp = 0, gpus = 0;
     int json = 0, stage = 0, recompute_every = 1;
+    const char *precision = "fp32";
     size_t device_mem = (size_t)80e9;
     Flag flags[] = {
         F_CHOICE("--preset", &preset, MM_PRESETS, "model; the size flags below override it"),
@@ -208,6 +209,7 @@ int main(int argc, char **argv) {
         F_CHOICE("--optimizer", &optim, "adamw|sgd-momentum|sgd", "optimizer"),
         F_INT("--micro-batch", &micro_batch, 1, 1 << 20, "sequences per micro-batch per GPU (b)"),
         F_CHOICE("--recompute", &recompute, "none|selective|full", "activation recomputation"),
+        F_CHOICE("--precision", &precision, "fp32|mixed-bf16|mixed-fp16|bf16|bf16-sr|fp8", "--recipe course: stage 06's recipe as this code runs it (emulated in fp32 slots: the masters and fp8's casts are what it adds)"),
         F_INT("--recompute-every", &recompute_every, 1, 1 << 20, "--recipe course, full recompute: every k-th layer (l % k == 0) recomputes"),
         F_BOOL("--sp", &sp, "sequence parallelism (with --tp > 1)"),
         F_CHOICE("--dropout", &dropout, "preset|on|off", "count 1-byte dropout masks (GPT presets: on)"),
@@ -248,6 +250,10 @@ int main(int argc, char **argv) {
     mm_optim_parse(optim, &s.optim);
     mm_recompute_parse(recompute, &s.recompute);
     s.recompute_every = recompute_every;
+    s.course_precision = strcmp(precision, "fp8") == 0 ? 2
+                         : strcmp(precision, "mixed-bf16") == 0 || strcmp(precision, "mixed-fp16") == 0;
+    if (strcmp(precision, "fp32") != 0 && s.recipe != RECIPE_COURSE)
+        flags_fail("--precision is for --recipe course (the other recipes are precisions themselves)");
     s.micro_batch = micro_batch;
     s.sp = sp;
     s.dp = dp; s.tp = tp; s.pp = pp; s.zero = zero;

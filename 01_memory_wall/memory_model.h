@@ -85,6 +85,11 @@ typedef struct {
     int microbatches;    // m: micro-batches per step per pipeline (0 = pp, enough for 1F1B)
     int gpipe;           // 1: GPipe keeps all m in flight; 0: 1F1B keeps min(p, m) on the
                          // first stage (min(p - s, m) on stage s)
+    int course_precision; // the course recipe: stage 06's --precision, which this code
+                          // emulates in fp32 slots (every tensor still 4 bytes): 1 adds
+                          // the fp32 master weights (mixed-bf16, mixed-fp16, fp8: 4 more
+                          // optimizer bytes per parameter), 2 also the fp8 casts'
+                          // workspace (fp8). 0: fp32, bf16, bf16-sr.
     int recompute_every; // the course recipe with full recompute: every k-th layer (l % k
                          // == 0) keeps only its output, the others everything (0, 1: all)
     int stage;           // the course recipe with pp > 1: the pipeline stage mm_estimate
@@ -192,6 +197,11 @@ int mm_stage_in_flight(const Setup *s, int stage);
 //              the others;                                   remat = one whole layer
 double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp, int pp,
                                  int stage, int in_flight, Recompute rc, int every);
+
+// Stage 06's fp8 recipe: its casts of a linear layer's input, weight and output
+// gradient, in fp32 slots (common/model_fp8.c, MEM_WORKSPACE), sized for the largest
+// layer: N*4C + max(4C, V)*C + N*max(4C, V) floats, N = B*T.
+double mm_course_fp8_workspace_bytes(const ModelSpec *m, int B, int T);
 
 // The parameters stage `stage` of `pp` holds on one of `tp` ranks (gpt_fill_slices_part):
 //   Ls x ((12C^2 + 7C)/t + 6C)            its layers

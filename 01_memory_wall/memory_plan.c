@@ -168,6 +168,11 @@ double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int s
     return in_flight * (4.0 * floats + 2.0 * sizeof(int) * N) + 4.0 * remat;
 }
 
+double mm_course_fp8_workspace_bytes(const ModelSpec *m, int B, int T) {
+    double N = (double)B * T, C = m->hidden, V = m->vocab, big = 4 * C > V ? 4 * C : V;
+    return 4.0 * (N * 4 * C + big * C + N * big);
+}
+
 double mm_course_stage_params(const ModelSpec *m, int tp, int pp, int stage) {
     int p = pp > 0 ? pp : 1, l0, l1;
     mm_stage_layers(m->layers, p, stage, &l0, &l1);
@@ -209,6 +214,7 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
     else
         e.params_per_gpu = ceil(e.params / mp);
     e.bpp = mm_bytes_per_param(s->recipe, s->optim);
+    if (s->recipe == RECIPE_COURSE && s->course_precision) e.bpp.optimizer += 4;  // masters
     ModelStates ms = mm_model_states(e.params_per_gpu, e.bpp, s->zero, s->dp);
     e.bytes_params = ms.params;
     e.bytes_grads = ms.grads;
@@ -236,6 +242,8 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
             e.bytes_workspace = mm_course_workspace_bytes(m, s->micro_batch, s->seq, s->tp,
                                                           s->sp);
     }
+    if (s->recipe == RECIPE_COURSE && s->course_precision == 2 && have_arch)
+        e.bytes_workspace += mm_course_fp8_workspace_bytes(m, s->micro_batch, s->seq);
     e.bytes_total = e.bytes_params + e.bytes_grads + e.bytes_optimizer + e.bytes_activations +
                     e.bytes_workspace;
     return e;

@@ -32,3 +32,4 @@ $(BUILD)/tests/test_recompute: $(BUILD)/tests/test_recompute.o $(S06_CALC) $(COR
 .PHONY: stage-6
 stage-6: all
 	@BUILD=$(BUILD) bash tests/run.sh stage06
+	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash $(S06)/run_stage.sh

@@ -217,12 +217,16 @@ int gpt_recipe_parse(const char *s, GPTRecipe *r) {
     return -1;
 }
 
+int gpt_recipe_master(GPTRecipe r) {
+    return r == PREC_MIXED_BF16 || r == PREC_MIXED_FP16 || r == PREC_FP8;
+}
+
 void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
     CHECK(r >= 0 && r < PREC_COUNT, "precision recipe %d", (int)r);
     static const DType dtypes[PREC_COUNT] = {DT_F32, DT_BF16, DT_F16, DT_BF16, DT_BF16, DT_BF16};
     g->prec.recipe = r;
     g->prec.dtype = dtypes[r];
-    g->prec.master = r == PREC_MIXED_BF16 || r == PREC_MIXED_FP16 || r == PREC_FP8;
+    g->prec.master = gpt_recipe_master(r);
     if (r == PREC_FP8) {
         CHECK(!g->tp.ops, "the fp8 recipe casts the serial linear layers: not with tensor "
               "parallelism");

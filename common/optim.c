@@ -27,12 +27,14 @@ void adamw_init_padded(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin,
     opt->capacity = capacity;
     opt->t = 0;
     opt->skipped = 0;
-    opt->master = NULL;  // made at the first step, when the recipe has masters
+    opt->master = NULL;
+    opt->master_filled = 0;
     size_t bytes = capacity * sizeof(float);
     // The moments are where a 70B model's memory goes (8 of its 16 bytes/param):
     // with --device-mem set, this is the allocation that fails first.
     opt->m = mem_alloc(g->ctx, MEM_OPTIMIZER, bytes);
     opt->v = mem_alloc(g->ctx, MEM_OPTIMIZER, bytes);
+    if (cfg->master) opt->master = mem_alloc(g->ctx, MEM_OPTIMIZER, bytes);
 }
 
 void adamw_free(AdamW *opt, GPT *g) {
@@ -61,9 +63,13 @@ int adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double 
         return 0;
     }
     size_t n = opt->end - opt->begin;
-    if (pr->master && !opt->master && n > 0) {  // the first step: masters from the weights
+    // The first step: the masters from the model's weights (as Megatron-LM makes them
+    // from its bf16 model). Made here if the optimizer was built without them.
+    if (pr->master && !opt->master && n > 0)
         opt->master = mem_alloc(ctx, MEM_OPTIMIZER, opt->capacity * sizeof(float));
-        o->copy(ctx, opt->master, p, n * sizeof(float));
+    if (opt->master && !opt->master_filled) {
+        if (n > 0) o->copy(ctx, opt->master, p, n * sizeof(float));
+        opt->master_filled = 1;
     }
     opt->t++;
     // The gradients carry the loss scale: unscale the norm, then the gradients with it.

@@ -14,6 +14,9 @@ extern "C" {
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     float grad_clip;     // max global L2 norm; 0 disables clipping
+    int master;          // mixed precision: keep fp32 master weights (allocated with the
+                         // moments, so a model too big fails at step zero; filled from the
+                         // model's weights at the first step)
 } AdamWConfig;
 
 AdamWConfig adamw_default_config(void);  // lr 3e-4, (0.9, 0.95), 1e-8, wd 0.1, clip 1.0
@@ -24,7 +27,8 @@ typedef struct {
     size_t capacity;     // elements allocated per moment (>= end - begin: padding)
     float *m, *v;        // device memory (MEM_OPTIMIZER), `capacity` elements each
     float *master;       // mixed precision: fp32 master weights of the range (MEM_OPTIMIZER,
-                         // `capacity`), made at the first step from the model's weights
+                         // `capacity`), copied from the model's weights at the first step
+    int master_filled;
     int t;               // steps taken
     long skipped;        // steps skipped because the gradients were not finite
 } AdamW;

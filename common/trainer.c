@@ -176,16 +176,17 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     // zero, before any forward pass.
     GPT g;
     AdamW opt;
+    GPTRecipe recipe = PREC_FP32;
+    gpt_recipe_parse(a->precision, &recipe);
     AdamWConfig oc = {(float)a->lr, (float)a->beta1, (float)a->beta2, 1e-8f,
-                      (float)a->weight_decay, (float)a->grad_clip};
+                      (float)a->weight_decay, (float)a->grad_clip,
+                      gpt_recipe_master(recipe)};
     const TrainStrategy *S = h ? h->strategy : NULL;
     if (S) S->build(&g, ctx, &cfg, a->seed, &oc, S->arg);
     else gpt_init(&g, ctx, &cfg, a->seed);
     GPTRecompute rc = GPT_RECOMPUTE_NONE;
     gpt_recompute_parse(a->recompute, &rc);
     gpt_set_recompute(&g, rc, a->recompute_every);
-    GPTRecipe recipe = PREC_FP32;
-    gpt_recipe_parse(a->precision, &recipe);
     gpt_set_precision(&g, recipe, a->seed);
     // Dynamic loss scaling (06_mixed_precision/loss_scale.c), for fp16 only: bf16 has
     // fp32's exponent range, so its gradients neither overflow nor flush to zero.

@@ -48,6 +48,8 @@ case "$(basename "$dir")" in
     05_pipeline)
         # The Gantt charts read gantt/*.dat (measured p = 2, simulated p = 2 and 4).
         gnuplot -e "$vars" 05_pipeline/plots.gp ;;
+    06_mixed_precision)
+        gnuplot -e "$vars" 06_mixed_precision/plots.gp ;;
     *)
         echo "plot.sh: no figures are drawn for $(basename "$dir")"; exit 0 ;;
 esac

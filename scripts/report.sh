@@ -57,6 +57,10 @@ describe() {
     case "$2/$1" in
         04_tensor_parallel/memory.txt) echo "Memory per rank against the tensor-parallel size t, without and with SP (small preset, batch 4): the ledger's activations, workspace, states (params + grads + optimizer) and total in bytes, each beside memcalc's prediction, and whether all are equal."; return ;;
         05_pipeline/memory.txt) echo "Peak activation memory per pipeline stage (bytes), p = 2 and 4, m = 8, every schedule: the ledger beside memcalc --pp p --schedule --stage s (GPipe and 1F1B; interleaved and zb-h1 measured only), the micro-batches in flight, the ratio to GPipe's on the same stage, and 1F1B's target (≤ p/m)."; return ;;
+        06_mixed_precision/losses.txt) echo "Every recipe on the small preset, 300 steps (QUICK: 20) of batch 4 x 128 bytes of the course's Markdown, lr 1e-3: the final loss (mean of the last 20 steps), against fp32 (%), median ms per step, tokens/s and MFU against the measured sgemm peak (the mixed recipes pay for rounding every tensor they write: the CPU emulates bf16 in fp32 slots)."; return ;;
+        06_mixed_precision/target.txt) echo "The target: mixed-bf16's final loss within 2 % of fp32's, met or MISSED."; return ;;
+        06_mixed_precision/recompute.txt) echo "Activation recompute on the small preset, batch 8 x 128: peak activations from the ledger beside memcalc --recipe course --recompute (bytes), memory saved, median ms per step of the rounds (min, max) and the time added against none (%)."; return ;;
+        06_mixed_precision/comm_error.txt) echo "An all-reduce of 2^20 bf16 gradients (std 1e-3) over p ranks: the relative error of the fp32 ring, of the bf16 ring (each addition rounded to bf16) and of the exact sum rounded once to bf16 (the best a bf16 result can be), their ratio, and the bytes rank 0 sent."; return ;;
         05_pipeline/target.txt) echo "The targets: the measured bubble of GPipe and 1F1B at p = 2, m = 8 against (p−1)/m (measured / formula in 0.9–1.1; the median of the rounds, each round's ratio), and 1F1B's peak activations per stage against GPipe's (≤ p/m), met or MISSED."; return ;;
     esac
     case "$1" in
@@ -286,6 +290,30 @@ summary_05() {
     fi
 }
 
+summary_06() {
+    local g=$1/target.txt l=$1/losses.txt r=$1/recompute.txt c=$1/comm_error.txt
+    if [ -f "$g" ]; then
+        awk -v src="$(short "$1")" '!/^#/ && /mixed-bf16/ {
+            printf "| 06 | mixed-bf16 final loss vs fp32 (%%, small preset, the course'"'"'s Markdown) | %s | ≤ 2 %% | %s | %s |\n",
+                   $(NF - 3), $NF == "met" ? "met" : "**MISSED**", src}' "$g"
+    fi
+    if [ -f "$l" ]; then
+        awk -v src="$(short "$1")" '!/^#/ {x = x (x == "" ? "" : "; ") sprintf("%s %s", $1, $2)}
+            END {printf "| 06 | final loss per recipe (mean of the last 20 steps) | %s | pure bf16 above the others (no pass/fail) | — | %s |\n", x, src}' "$l"
+    fi
+    if [ -f "$r" ]; then
+        local rows bad
+        read -r rows bad < <(awk '!/^#/ {rows++; if ($2 != $3) bad++} END {print rows + 0, bad + 0}' "$r")
+        echo "| 06 | peak activations per recompute level vs memcalc --recipe course --recompute | $((rows - bad)) of $rows equal | equal in every row | $(verdict "$([ "$bad" -eq 0 ] && [ "$rows" -gt 0 ] && echo 1 || echo 0)") | $(short "$1") |"
+        awk -v src="$(short "$1")" '!/^#/ {x = x (x == "" ? "" : "; ") sprintf("%s −%.0f %% memory, %+.0f %% time", $1, $4, $8)}
+            END {printf "| 06 | recompute: activations saved, step time added (small preset, batch 8) | %s | an illustration (no pass/fail) | — | %s |\n", x, src}' "$r"
+    fi
+    if [ -f "$c" ]; then
+        awk -v src="$(short "$1")" '!/^#/ {x = x (x == "" ? "" : "; ") sprintf("p = %s: %s (%.2f× once-rounded)", $1, $3, $5)}
+            END {printf "| 06 | bf16 gradient all-reduce: relative error against the world size (half the bytes of fp32) | %s | grows with p (no pass/fail) | — | %s |\n", x, src}' "$c"
+    fi
+}
+
 # ---------------------------------------------------------------- one stage in full
 
 stage_section() {  # stage_section STAGE
@@ -371,6 +399,7 @@ stages=$( { ls -d "$committed"/[0-9][0-9]_*/ "$now"/[0-9][0-9]_*/ 2>/dev/null ||
             03_bucketing_zero) summary_03 "$src" ;;
             04_tensor_parallel) summary_04 "$src" ;;
             05_pipeline) summary_05 "$src" ;;
+            06_mixed_precision) summary_06 "$src" ;;
             *) echo "| $st | (no headline numbers defined; see below) | | | | $(short "$src") |" ;;
         esac
     done

@@ -72,7 +72,8 @@ int main(int argc, char **argv) {
     ctx.ops->to_host(&ctx, params0, g.params, P * sizeof(float));
 
     // Step 0's forward and backward give the logits, loss and gradients to compare.
-    AdamWConfig oc = {(float)lr, 0.9f, 0.95f, 1e-8f, (float)wd, (float)clip};
+    AdamWConfig oc = {.lr = (float)lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                      .weight_decay = (float)wd, .grad_clip = (float)clip};
     AdamW opt;
     adamw_init(&opt, &g, &oc, 0, P);
     float loss0 = 0;

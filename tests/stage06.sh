@@ -239,3 +239,62 @@ s6_fp8() {
 export -f s6_fp8
 run mp-fp8 s6_fp8
 run mp-recompute-fp8 s6_recompute fp8.full full train --precision fp8
+
+# ---------------------------------------------------------------- memory
+# What the ledger holds per category = the stage-01 calculator's course recipe with
+# the same --precision and --recompute, to the byte, on rank 0 (the emulated recipes
+# keep 4 bytes a value; the mixed ones add their fp32 masters to the optimizer's
+# bytes, fp8 its casts to the workspace). Micro-batch 2 x 8 of the small test model.
+s6_memory() {  # s6_memory NAME NP ZERO "TRAIN FLAGS"
+    local name=$1 np=$2 zero=$3 flags=$4 f="$S6_DIR/mem.$1" strategy=ddp
+    [ "$zero" -gt 0 ] && strategy=zero$zero
+    echo "PLAN mp.memory.$name"
+    "$BUILD/sharded_train" --np "$np" --strategy $strategy $S6_MODEL --steps 2 --batch 2 \
+        --peak-tflops 1 --log-every 100 $flags >"$f.log" 2>&1 ||
+        { echo "FAIL mp.memory.$name  the run failed: $(grep -m1 error "$f.log")"; return 1; }
+    local calc=(--recipe course --micro-batch 2 --dp "$np" --zero "$zero")
+    for w in $flags; do calc+=("$w"); done
+    "$BUILD/memcalc" --layers 4 --hidden 32 --heads 4 --seq 8 --vocab 61 "${calc[@]}" --json >"$f.json" 2>&1
+    /usr/bin/python3 - "$f.log" "$f.json" "mp.memory.$name" <<'PY'
+import json, sys
+log, calc, name = sys.argv[1:4]
+try:
+    c = json.load(open(calc))
+except ValueError:
+    print(f"FAIL {name}  memcalc refused: {open(calc).read()[:200]}"); sys.exit(0)
+want = {k: int(c["bytes_" + k]) for k in ("params", "grads", "optimizer", "activations", "workspace")}
+got = None
+for line in open(log):
+    if line.startswith("MEM rank=0 "):
+        got = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
+if got is None:
+    print(f"FAIL {name}  no MEM line for rank 0"); sys.exit(0)
+bad = [f"{k} {got[k]} != {v}" for k, v in want.items() if got[k] != v]
+print(f"{'PASS' if not bad else 'FAIL'} {name}  ledger = memcalc --recipe course, rank 0: " +
+      ("; ".join(bad) if bad else ", ".join(f"{k} {v}" for k, v in want.items())))
+PY
+}
+export -f s6_memory
+run mp-memory-mixed-bf16 s6_memory mixed-bf16 1 0 "--precision mixed-bf16"
+run mp-memory-fp8-full s6_memory fp8.full 1 0 "--precision fp8 --recompute full"
+run mp-memory-bf16-sr-selective s6_memory bf16-sr.selective 1 0 "--precision bf16-sr --recompute selective"
+run mp-memory-mixed-fp16-zero2 s6_memory mixed-fp16.zero2.np2 2 2 "--precision mixed-fp16"
+
+# --device-mem: a run that recompute makes fit really fits, and the same run without
+# it fails at step zero, before any forward pass, naming what did not fit. The test
+# model in fp32 holds 1,028,736 B without recompute, 931,712 B with full recompute
+# (the ledger above); 1 MB lies between.
+s6_fits() {
+    echo "PLAN mp.memory.device_mem"
+    local f="$S6_DIR/fits" rc0 rc1
+    "$BUILD/train" $S6_MODEL --batch 2 --steps 2 --device-mem 1000000 --peak-tflops 1 >"$f.none.log" 2>&1; rc0=$?
+    "$BUILD/train" $S6_MODEL --batch 2 --steps 2 --device-mem 1000000 --peak-tflops 1 --recompute full >"$f.full.log" 2>&1; rc1=$?
+    if [ $rc0 -ne 0 ] && grep -q 'out of memory on cpu' "$f.none.log" && ! grep -q '^step' "$f.none.log" &&
+       [ $rc1 -eq 0 ] && grep -q '^done' "$f.full.log"; then
+        echo "PASS mp.memory.device_mem  1 MB: without recompute '$(grep -m1 -o 'cannot allocate [^(]*' "$f.none.log")' before step 1; with --recompute full it trains"
+    else
+        echo "FAIL mp.memory.device_mem  want: without recompute out of memory before step 1 (exit $rc0), with full recompute done (exit $rc1)"
+    fi
+}
+export -f s6_fits
+run mp-fits s6_fits
