@@ -25,6 +25,7 @@ void ctx_init_device(Ctx *ctx, Device dev, int cuda_device, int threads, size_t 
     ctx->world = 1;
     ctx->device = dev;
     ctx->threads = threads > 0 ? threads : 1;
+    ctx->gemm_dtype = DT_F32;  // until a bf16 recipe says every GEMM input is bf16
     if (dev == DEV_CUDA) {
         ctx->ops = ops_cuda_table();
         CHECK(ctx->ops != NULL,

@@ -4,6 +4,7 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+#include "dtype.h"
 #include "ledger.h"
 
 #ifdef __cplusplus
@@ -22,6 +23,15 @@ typedef struct Ctx {
     Ledger ledger;
     const Ops *ops;         // the compute backend for `device`
     void *backend;          // backend private state (cuBLAS handle, stream, ...)
+    // What the backend's linear-layer GEMMs (ops->matmul_forward/backward) read:
+    // DT_F32 (the default; ctx_init sets it), or DT_BF16 when every input they are
+    // given is known to hold a bf16-representable value, so that converting it to
+    // bf16 loses nothing (stage 06's bf16 recipes set it: gpt_set_precision). The
+    // CUDA backend then runs its GEMMs on the tensor cores in bf16 with an fp32
+    // accumulator; the CPU backend ignores it (ops.h, matmul_forward). One per Ctx:
+    // every model on a context shares it (the chunks of a pipeline stage take the
+    // same recipe).
+    DType gemm_dtype;
 } Ctx;
 
 // Sets up the context for a device: picks the backend, creates its handles.

@@ -53,4 +53,10 @@ typedef struct CudaBackend {
     // one stream runs in order, so one op's use ends before the next one's begins.
     void *scratch;
     size_t scratch_bytes;
+    // Grow-only bf16 copies of the GEMM operands when ctx->gemm_dtype is DT_BF16
+    // (cuda_gemm_scratch, ops_cuda_layers.cu's matmul), MEM_WORKSPACE too. A buffer
+    // of its own, so that no other request (the bias sum inside the same matmul) can
+    // move or overwrite the copies between their conversion and the GEMMs.
+    void *gemm_scratch;
+    size_t gemm_scratch_bytes;
 } CudaBackend;

@@ -235,6 +235,11 @@ void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
     g->prec.stochastic = r == PREC_BF16_SR;
     g->prec.loss_scale = 1.0f;
     g->prec.seed = seed;
+    // Every GEMM input is now a bf16 value (rounded where written): the backend may
+    // read them as bf16 (ctx.h's gemm_dtype; the CUDA tensor cores). Not for fp16
+    // (11 significant bits to bf16's 8), nor fp8, whose GEMMs read fp8(x s) / s with
+    // s = fp8_max / amax, not a power of two: the quotient has up to 24 bits.
+    g->ctx->gemm_dtype = g->prec.dtype == DT_BF16 && r != PREC_FP8 ? DT_BF16 : DT_F32;
     // The weights the model computes with: the recipe's dtype from here on.
     if (g->params) gpt_round(g, g->params, g->n_params);
 }

@@ -42,6 +42,12 @@ struct Ops {
 
     // ---- ops ----
     // out(N,OC) = inp(N,C) @ w(OC,C)^T + bias(OC); bias may be NULL.
+    // With ctx->gemm_dtype == DT_BF16 (ctx.h: the caller promises that inp, w and,
+    // in the backward, dout hold bf16-representable values) the CUDA backend reads
+    // them as bf16 on the tensor cores, accumulating and writing fp32. The CPU
+    // backend ignores the field: its sgemm on such values already computes what a
+    // bf16 tensor core does, exact products summed in fp32, up to the order of the
+    // sum. Outputs and gradients are fp32 either way; rounding them is the caller's.
     void (*matmul_forward)(Ctx *, float *out, const float *inp, const float *w,
                            const float *bias, int N, int C, int OC);
     // dinp += dout @ w; dw += dout^T @ inp; dbias += colsum(dout).

@@ -1,7 +1,9 @@
 // ops_cuda.cu — the CUDA backend: every GPT op of ops.h on one GPU, in fp32.
 //
 // Matrix multiplies go to cuBLAS in plain fp32 (no TF32), so results agree with
-// the CPU backend (ops_cpu.c, the reference for every op here) to fp32 rounding.
+// the CPU backend (ops_cpu.c, the reference for every op here) to fp32 rounding;
+// the linear layers' GEMMs read bf16 on the tensor cores when ctx->gemm_dtype
+// says their inputs are bf16 values (ops_cuda_layers.cu), which loses nothing.
 // Everything else is a small kernel in the style of llm.c (the layers are in
 // ops_cuda_layers.cu; this file has set-up, memory, the elementwise ops, AdamW and
 // the ops table). Two rules shape them:
@@ -20,22 +22,31 @@
 
 // ---------------------------------------------------------------- workspace
 
-// Device workspace of at least `bytes`, grown (never shrunk) on demand and
-// charged to the ledger as workspace.
-void *cuda_scratch(Ctx *ctx, size_t bytes) {
+// Device workspace of at least `bytes` in *buf (holding *have bytes), grown
+// (never shrunk) on demand and charged to the ledger as workspace.
+static void *grow_workspace(Ctx *ctx, void **buf, size_t *have, size_t bytes) {
     CudaBackend *be = backend(ctx);
-    if (bytes <= be->scratch_bytes) return be->scratch;
+    if (bytes <= *have) return *buf;
     CUDA_CHECK(cudaStreamSynchronize(be->stream));  // queued kernels may still use the old one
-    if (be->scratch) {
-        CUDA_CHECK(cudaFree(be->scratch));
-        ledger_release(&ctx->ledger, MEM_WORKSPACE, be->scratch_bytes);
-        be->scratch = NULL, be->scratch_bytes = 0;
+    if (*buf) {
+        CUDA_CHECK(cudaFree(*buf));
+        ledger_release(&ctx->ledger, MEM_WORKSPACE, *have);
+        *buf = NULL, *have = 0;
     }
     size_t grown = bytes + bytes / 2;  // headroom: not one reallocation per call
     ledger_charge(&ctx->ledger, MEM_WORKSPACE, grown);
-    CUDA_CHECK(cudaMalloc(&be->scratch, grown));
-    be->scratch_bytes = grown;
-    return be->scratch;
+    CUDA_CHECK(cudaMalloc(buf, grown));
+    *have = grown;
+    return *buf;
+}
+
+void *cuda_scratch(Ctx *ctx, size_t bytes) {
+    CudaBackend *be = backend(ctx);
+    return grow_workspace(ctx, &be->scratch, &be->scratch_bytes, bytes);
+}
+void *cuda_gemm_scratch(Ctx *ctx, size_t bytes) {
+    CudaBackend *be = backend(ctx);
+    return grow_workspace(ctx, &be->gemm_scratch, &be->gemm_scratch_bytes, bytes);
 }
 
 // ---------------------------------------------------------------- GELU, elementwise
@@ -203,6 +214,10 @@ static void cuda_destroy(Ctx *ctx) {
     if (be->scratch) {
         CUDA_CHECK(cudaFree(be->scratch));
         ledger_release(&ctx->ledger, MEM_WORKSPACE, be->scratch_bytes);
+    }
+    if (be->gemm_scratch) {
+        CUDA_CHECK(cudaFree(be->gemm_scratch));
+        ledger_release(&ctx->ledger, MEM_WORKSPACE, be->gemm_scratch_bytes);
     }
     CUBLAS_CHECK(cublasDestroy(be->cublas));
     CUDA_CHECK(cudaStreamDestroy(be->stream));

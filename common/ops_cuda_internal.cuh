@@ -35,6 +35,8 @@ static inline unsigned row_grid(size_t rows) {  // one warp per row
 // Device workspace of at least `bytes` (ops_cuda.cu): grown on demand, charged to
 // the ledger as workspace, shared by every op on the stream.
 void *cuda_scratch(Ctx *ctx, size_t bytes);
+// The same for the bf16 copies of the GEMM operands (CudaBackend.gemm_scratch).
+void *cuda_gemm_scratch(Ctx *ctx, size_t bytes);
 
 // Reductions. The xor butterfly leaves the result in every lane and combines
 // the lanes in the same order on every run.

@@ -41,6 +41,12 @@
 #       zb-h1, interleaved, 1f1b with DP 2 + ZeRO-1 and with TP 2, each equal to the
 #       same pp_train on the CPU within 1e-5 (item 8's tolerance); the 1f1b run's
 #       trace written, with GPU-timed spans (CUDA events) that never overlap on a rank
+#   10  stage 06 on one GPU, where mixed-bf16's linear layers run bf16 GEMMs on the
+#       tensor cores (ctx->gemm_dtype): train --precision mixed-bf16 on cuda ends
+#       within 2^-8 of the same run on the CPU (and nearer it than the CPU's fp32
+#       run); --recompute selective and full end bitwise where none does on cuda
+#       (cmp), in fp32 and in mixed-bf16; MFU of gpt2-124m in fp32 and mixed-bf16;
+#       an nsys profile (--stats=true) of the mixed-bf16 run when nsys is installed
 #
 # Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
 # one) with the probe's reason, at once.
@@ -391,6 +397,118 @@ PY
     [ "$bad" -eq 0 ]
 }
 
+find_nsys() {
+    local c
+    for c in "$(command -v nsys)" "$CUDA_HOME/bin/nsys" "$CUDA_HOME"/nsight-systems-*/bin/nsys \
+             /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda*/bin/nsys; do
+        [ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return; }
+    done
+}
+
+# Stage 06 on the GPU: the bf16 GEMMs against the CPU's emulation, recompute bitwise,
+# and what the tensor cores buy (MFU, nsys).
+item_10() {
+    gpu_gate
+    local dir=$OUT/10.mp bad=0 p lvl rc
+    mkdir -p "$dir"
+    # (a) mixed-bf16 on cuda = on the CPU within 2^-8 (||a - b|| / ||b||, tests/stage06.sh's
+    # compose tolerance, for its reason): the GPU sums the same exact products in another
+    # order, which moves some bf16 gradients by an ulp, hence some weights by one bf16 ulp
+    # (2^-8 to 2^-7 of the value); 2^-8 norm-wise is half an ulp on average. And nearer the
+    # CPU's mixed-bf16 run than its fp32 run: a GPU run that lost the recipe would not be.
+    local tiny=(--preset tiny --steps 5 --batch 4 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1)
+    for p in mixed-bf16 fp32; do
+        "$B/train" "${tiny[@]}" --precision "$p" --save-params "$dir/cpu_$p.safetensors" \
+            >"$dir/cpu_$p.log" 2>&1
+    done
+    timeout -k 5 30 "$B/train" "${tiny[@]}" --device cuda --precision mixed-bf16 \
+        --save-params "$dir/cuda_mixed-bf16.safetensors" >"$dir/cuda_mixed-bf16.log" 2>&1
+    rc=$?
+    local e_mp="" e_fp="" verdict
+    if [ "$rc" -eq 0 ] && [ -s "$dir/cuda_mixed-bf16.safetensors" ]; then
+        e_mp=$(rel_err "$dir/cuda_mixed-bf16.safetensors" "$dir/cpu_mixed-bf16.safetensors")
+        e_fp=$(rel_err "$dir/cuda_mixed-bf16.safetensors" "$dir/cpu_fp32.safetensors")
+    else
+        echo "## the cuda run failed (exit $rc):"; tail -n 5 "$dir/cuda_mixed-bf16.log"
+    fi
+    echo "#   cpu  $(grep '^RESULT' "$dir/cpu_mixed-bf16.log" | grep -o 'final_loss=[0-9.]*')," \
+         "cuda $(grep '^RESULT' "$dir/cuda_mixed-bf16.log" | grep -o 'final_loss=[0-9.]*')"
+    if [ -n "$e_mp" ] && [ -n "$e_fp" ] &&
+       awk -v a="$e_mp" -v b="$e_fp" 'BEGIN { exit !(a <= 0.00390625 && a < b) }'; then verdict=PASS
+    else verdict=FAIL bad=$((bad + 1)); fi
+    echo "$verdict mp.cuda_equals_cpu.mixed-bf16  rel_err ${e_mp:-?} to the CPU's mixed-bf16" \
+         "(tol 2^-8), ${e_fp:-?} to its fp32"
+
+    # (b) Recompute on cuda: the same calls on the same inputs (cuBLAS without atomics is
+    # deterministic), so the same bits.
+    local rcres=""
+    for p in fp32 mixed-bf16; do
+        for lvl in none selective full; do
+            timeout -k 5 30 "$B/train" "${tiny[@]}" --device cuda --precision "$p" --recompute "$lvl" \
+                --save-params "$dir/rc_${p}_$lvl.safetensors" >"$dir/rc_${p}_$lvl.log" 2>&1 ||
+                echo "## --precision $p --recompute $lvl failed: $(tail -n 1 "$dir/rc_${p}_$lvl.log")"
+        done
+        for lvl in selective full; do
+            if [ -s "$dir/rc_${p}_none.safetensors" ] &&
+               cmp -s "$dir/rc_${p}_$lvl.safetensors" "$dir/rc_${p}_none.safetensors"; then
+                echo "PASS mp.cuda.recompute.$p.$lvl  weights bitwise those of --recompute none"
+            else
+                echo "FAIL mp.cuda.recompute.$p.$lvl  weights differ from --recompute none (or a run failed)"
+                bad=$((bad + 1)) rcres="$rcres $p/$lvl"
+            fi
+        done
+    done
+
+    # (c) MFU of GPT-2 124M, fp32 against mixed-bf16 (both against the trainer's cuda
+    # peak, 989.4 TFLOP/s: the H100's dense bf16; its fp32 peak without tensor cores
+    # is 66.9). Batch 8 x 1024 tokens, 30 steps, the first 5 left out of the medians.
+    local big=(--preset gpt2-124m --batch 8 --steps 30 --warmup 5 --log-every 5 --device cuda)
+    declare -A tok mfu
+    for p in fp32 mixed-bf16; do
+        echo "## build/train --preset gpt2-124m --device cuda --precision $p"
+        timeout -k 5 60 "$B/train" "${big[@]}" --precision "$p" >"$dir/gpt2_$p.log" 2>&1
+        rc=$?
+        grep -E '^(RESULT|step +(5|30)/)' "$dir/gpt2_$p.log"
+        [ "$rc" -eq 0 ] || { echo "## exit $rc:"; tail -n 3 "$dir/gpt2_$p.log"; bad=$((bad + 1)); }
+        tok[$p]=$(grep '^RESULT' "$dir/gpt2_$p.log" | grep -o 'tokens_per_s=[0-9.]*' | cut -d= -f2)
+        mfu[$p]=$(grep '^RESULT' "$dir/gpt2_$p.log" | grep -o 'mfu=[0-9.]*' | cut -d= -f2)
+    done
+    local speed f32
+    speed=$(awk -v a="${tok[mixed-bf16]:-0}" -v b="${tok[fp32]:-0}" \
+            'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "?" }')
+    f32=$(awk -v m="${mfu[fp32]:-0}" 'BEGIN { printf "%.1f%%", 100 * m * 989.4 / 66.9 }')
+
+    # nsys: where the mixed-bf16 step's time goes (kernels, cuBLAS's bf16 GEMMs).
+    local ns nsres
+    ns=$(find_nsys)
+    if [ -z "$ns" ]; then
+        nsres="nsys absent (not in PATH, $CUDA_HOME, /opt/nvidia)"
+        echo "## $nsres: no profile"
+    else
+        echo "## $ns: $("$ns" --version 2>&1 | head -n 1)"
+        timeout -k 5 70 "$ns" profile --stats=true --force-overwrite=true --trace=cuda,nvtx \
+            --sample=none --cpuctxsw=none -o "$dir/nsys_gpt2_mixed-bf16" \
+            "$B/train" --preset gpt2-124m --batch 8 --steps 6 --warmup 2 --log-every 1 \
+            --device cuda --precision mixed-bf16 >"$dir/nsys_gpt2_mixed-bf16.txt" 2>&1
+        rc=$?
+        # The kernel summary (gpukernsum in older nsys): its first rows into the log, the
+        # top kernel and the share of the bf16 copies into the figure.
+        local sum top conv
+        sum=$(awk '/cuda_gpu_kern_sum|gpukernsum/ {on = 1} on && /^ *-+ / {rows = 1; next}
+                   rows && NF == 0 {exit} rows {print}' "$dir/nsys_gpt2_mixed-bf16.txt")
+        echo "$sum" | head -n 12 | cut -c1-220
+        top=$(echo "$sum" | awk 'NR == 1 && NF >= 9 {n = $9; for (i = 10; i <= NF; i++) n = n " " $i;
+                                  printf "%s%% %s", $1, substr(n, 1, 70)}')
+        conv=$(echo "$sum" | awk '/to_bf16_kernel/ {s += $1} END {printf "%.1f%%", s}')
+        nsres="nsys exit $rc: top kernel ${top:-?}; bf16 copies $conv of GPU time; $dir/nsys_*.nsys-rep"
+    fi
+    fig "mixed-bf16 cuda vs cpu rel_err ${e_mp:-?} (tol 2^-8; ${e_fp:-?} to fp32);" \
+        "recompute = none bitwise: ${rcres:+NOT for$rcres}${rcres:-4 of 4}; gpt2-124m B=8, MFU" \
+        "of 989.4: fp32 ${tok[fp32]:-?} tok/s MFU ${mfu[fp32]:-?} ($f32 of fp32's 66.9)," \
+        "mixed-bf16 ${tok[mixed-bf16]:-?} tok/s MFU ${mfu[mixed-bf16]:-?} ($speed fp32's tok/s); $nsres"
+    [ "$bad" -eq 0 ]
+}
+
 if [ "${1:-}" = --item ]; then
     ITEM=$2
     "item_$2"
@@ -403,14 +521,15 @@ mkdir -p "$OUT"
 BUDGET=${GPU_CHECK_BUDGET:-570}
 START=$SECONDS
 declare -A STATUS FIGURE
-ALL=(build 1 2 3 7 8 9 6 4 5a 5b)    # the order they run in: 5b, the longest, last
-TABLE=(build 1 2 3 4 5a 5b 6 7 8 9)  # the order of the table
+ALL=(build 1 2 3 7 8 9 10 6 4 5a 5b)    # the order they run in: 5b, the longest, last
+TABLE=(build 1 2 3 4 5a 5b 6 7 8 9 10)  # the order of the table
 declare -A NAME=([build]="build (CUDA backend)" [1]="1 make gpu-test" [2]="2 gpu-comm 1-4 ranks + NCCL np1"
                  [3]="3 DDP --device cuda = CPU" [4]="4 compute-sanitizer" [5a]="5a GPU suite under ASan"
                  [5b]="5b make check" [6]="6 measurements" [7]="7 stage 03 --device cuda = CPU"
-                 [8]="8 stage 04 --device cuda = CPU" [9]="9 stage 05 --device cuda = CPU")
+                 [8]="8 stage 04 --device cuda = CPU" [9]="9 stage 05 --device cuda = CPU"
+                 [10]="10 stage 06 bf16 GEMMs, MFU")
 declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200 [7]=150
-                  [8]=150 [9]=180)
+                  [8]=150 [9]=180 [10]=240)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
 

@@ -284,6 +284,7 @@ int main(int argc, char **argv) {
         e->size = d->name;
         printf("# ops at B=%d T=%d C=%d NH=%d V=%d\n", d->B, d->T, d->C, d->NH, d->V);
         test_matmul(e, d);
+        test_matmul_bf16(e, d);
         test_embedding(e, d);
         test_layernorm(e, d);
         test_attention(e, d);
