@@ -28,7 +28,7 @@ unset label 1
 
 # The same, the last third of the run, where pure bf16 without stochastic rounding stalls.
 set output dir."/loss_curves_tail.png"
-set title "The last third of the run: pure bf16 (dashed) stalls, stochastic rounding does not"
+set title "The last third of the run (lr 1e-3)"
 stats dir."/curves/fp32.dat" using 1 nooutput
 set xrange [STATS_max * 2 / 3:STATS_max]
 set autoscale y
@@ -38,12 +38,23 @@ plot for [i = 1:words(recipes)] dir."/curves/".word(recipes, i).".dat" using 1:3
 unset label 1
 set xrange [*:*]
 
+# At lr 1e-4: updates below half a bf16 ulp of the weights.
+set output dir."/loss_curves_lowlr.png"
+set title "lr 1e-4: an update is below half a bf16 ulp of most weights. Pure bf16 (dashed) loses it; stochastic rounding does not\n".model.", batch 4 x 128 bytes of the course's Markdown"
+lowlr = "fp32 mixed-bf16 bf16 bf16-sr"
+lcol(i) = word("0x000000 0x4477AA 0xEE6677 0xCCBB44", i) + 0
+ldash(i) = i == 3 ? 2 : 1
+set label 1 footer @FOOT
+plot for [i = 1:words(lowlr)] dir."/curves/lowlr_".word(lowlr, i).".dat" using 1:3 with lines \
+     lw 2 dt ldash(i) lc rgb lcol(i) title word(lowlr, i)
+unset label 1
+
 # ---------------------------------------------------------------- 2. the loss scale
 set output dir."/loss_scale.png"
 set title "mixed-fp16: the dynamic loss scale, step by step (doubles after a window of good steps, halves on an overflow)"
 set ylabel "loss scale (log2)"
 set logscale y 2
-set format y "2^{%L}"
+set format y "2^%L"
 set key top left
 set label 1 footer @FOOT
 plot dir."/scale.dat" using 1:2 with steps lw 2 lc rgb 0x4477AA title "scale", \
@@ -54,7 +65,7 @@ set format y "%g"
 
 # ---------------------------------------------------------------- 3. recompute
 set output dir."/recompute.png"
-set multiplot layout 1,2 title "Activation recompute: memory saved against time spent (".model.", batch 8 x 128)"
+set multiplot layout 1,2 title "Activation recompute: memory saved against time spent (small preset, batch 8 x 128)"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1

@@ -7,6 +7,7 @@
 #   1. Loss curves of every recipe on a text corpus the repository ships: its own
 #      Markdown, byte-level (curves/*.dat, losses.txt), and the target: mixed-bf16's
 #      final loss within 2 % of fp32's (target.txt).
+#      The same at lr 1e-4 (losses_lowlr.txt), where pure bf16 stalls.
 #   2. The loss-scale trace of the mixed-fp16 run (scale.dat): the scale grows after
 #      every --loss-scale-window good steps and halves on each overflow.
 #   3. Activation recompute: peak activation memory (the ledger) beside the stage-01
@@ -67,6 +68,16 @@ for r in "${recipes[@]}"; do
         awk '{l[NR] = $2; s += $2; if (NR > 20) s -= l[NR - 20]; printf "%s %s %.4f\n", $1, $2, s / (NR < 20 ? NR : 20)}' \
         >"$out/curves/$r.dat"
 done
+# The same at lr 1e-4, where an update is below half a bf16 ulp of most weights: pure
+# bf16 rounding to nearest loses it, stochastic rounding keeps it on average.
+for r in fp32 mixed-bf16 bf16 bf16-sr; do
+    echo "  loss curve at lr 1e-4: --precision $r"
+    run "$out/curves/lowlr_$r.log" train $MODEL --lr 1e-4 --steps "$steps" --log-every 1 \
+        --data "$corpus" --precision "$r"
+    sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$out/curves/lowlr_$r.log" |
+        awk '{l[NR] = $2; s += $2; if (NR > 20) s -= l[NR - 20]; printf "%s %s %.4f\n", $1, $2, s / (NR < 20 ? NR : 20)}' \
+        >"$out/curves/lowlr_$r.dat"
+done
 sed -n 's/^step *\([0-9]*\)\/[0-9]* |.* | scale \([0-9.e+]*\)\(.*\)$/\1 \2 \3/p' \
     "$out/curves/mixed-fp16.log" | awk '{print $1, $2, ($3 == "overflow:" ? 1 : 0)}' >"$out/scale.dat"
 
@@ -85,6 +96,14 @@ f32=$(final fp32)
             "$(awk -v m="$(kv "$out/curves/$r.log" mfu)" 'BEGIN {print 100 * m}')"
     done
 } >"$out/losses.txt"
+{
+    printf '# recipe     final_loss  vs_fp32_%%   (lr 1e-4; final: mean of the last %d of %d steps)\n' "$last" "$steps"
+    f32l=$(final lowlr_fp32)
+    for r in fp32 mixed-bf16 bf16 bf16-sr; do
+        l=$(final "lowlr_$r")
+        printf '%-12s %10s %+9.2f\n' "$r" "$l" "$(awk -v a="$l" -v b="$f32l" 'BEGIN {print 100 * (a - b) / b}')"
+    done
+} >"$out/losses_lowlr.txt"
 lb=$(final mixed-bf16)
 gap=$(awk -v a="$lb" -v b="$f32" 'BEGIN {d = 100 * (a - b) / b; print d < 0 ? -d : d}')
 {
@@ -138,7 +157,12 @@ done
     done
 } >"$out/comm_error.txt"
 
+# The logs' step lines are in the .dat files: keep each log's head and summary only.
+for f in "$out"/curves/*.log; do
+    { head -n 4 "$f"; echo "[... one line per step: curves/$(basename "$f" .log).dat ...]"
+      sed -n '/^done:/,$p' "$f"; } >"$tmp/log" && mv "$tmp/log" "$f"
+done
 write_run_info "$out" "make stage-6${QUICK:+ QUICK=$QUICK}"
-cat "$out/losses.txt" "$out/target.txt" "$out/recompute.txt" "$out/comm_error.txt"
+cat "$out/losses.txt" "$out/losses_lowlr.txt" "$out/target.txt" "$out/recompute.txt" "$out/comm_error.txt"
 echo "  $overflows overflow(s) in the mixed-fp16 run"
 bash scripts/plot.sh "$out"

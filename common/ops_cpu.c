@@ -402,16 +402,39 @@ static void crossentropy_backward_split(Ctx *ctx, float *dlogits, const float *l
 
 // ---------------------------------------------------------------- low precision
 
-// One value through dt and back: dtype.c's scalar conversions, so that round_to
-// gives dtype_convert's bits.
-static float through(float v, DType dt) {
-    switch (dt) {
-    case DT_BF16: return bf16_to_f32(f32_to_bf16(v));
-    case DT_F16: return f16_to_f32(f32_to_f16(v));
-    case DT_E4M3: return e4m3_to_f32(f32_to_e4m3(v));
-    case DT_E5M2: return e5m2_to_f32(f32_to_e5m2(v));
-    default: return v;  // fp32 (round_to checked dt)
-    }
+// One value through fp16 and back with dtype.c's scalar conversion: round_to's
+// fallback where the compiler has no F16C conversion.
+static float through_f16(float v) { return f16_to_f32(f32_to_f16(v)); }
+
+// fp8's round trip (f32_to_e4m3/e5m2 and back) in a form the compiler vectorises:
+// the same bits, NaN as the decoder gives it (quiet, sign kept). Normal values: RNE
+// on the dropped mantissa bits, as for bf16; below the smallest normal: a whole
+// number of the smallest subnormal, to nearest even; above max
+// (inf included): max, saturating.
+typedef struct { uint32_t drop, min_normal, max_bits; float magic; } Fp8Round;
+// magic: 2^23 of the smallest subnormal (2^-9, 2^-16), whose ulp is that subnormal.
+static const Fp8Round FP8_E4M3 = {20, 0x3c800000u /* 2^-6 */, 0x43e00000u /* 448 */, 0x1p14f};
+static const Fp8Round FP8_E5M2 = {21, 0x38800000u /* 2^-14 */, 0x47600000u /* 57344 */, 0x1p7f};
+
+static inline float fp8_round(float y, Fp8Round R) {
+    uint32_t u, out;
+    memcpy(&u, &y, 4);
+    uint32_t a = u & 0x7fffffffu, sign = u & 0x80000000u;
+    uint32_t lsb = 1u << R.drop;
+    uint32_t normal = (a + (lsb >> 1) - 1u + ((a >> R.drop) & 1u)) & ~(lsb - 1u);
+    // Adding M = 2^23 units and taking it away again rounds to whole units, to
+    // nearest even (IEEE addition; no -ffast-math here to fold it away).
+    float sub = (fabsf(y) + R.magic) - R.magic;
+    uint32_t subb;
+    memcpy(&subb, &sub, 4);
+    // Selects, not branches, so the loop vectorises.
+    out = a >= R.min_normal ? normal : subb;
+    out = a >= R.max_bits ? R.max_bits : out;
+    out = a > 0x7f800000u ? 0x7fc00000u : out;
+    out |= sign;
+    float r;
+    memcpy(&r, &out, 4);
+    return r;
 }
 
 static void round_to(Ctx *ctx, float *x, size_t n, DType dt) {
@@ -442,7 +465,13 @@ static void round_to(Ctx *ctx, float *x, size_t n, DType dt) {
         return;
     }
 #endif
-    for (size_t i = 0; i < n; i++) x[i] = through(x[i], dt);
+    if (dt == DT_E4M3 || dt == DT_E5M2) {
+        const Fp8Round R = dt == DT_E4M3 ? FP8_E4M3 : FP8_E5M2;  // by value: no aliasing
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) x[i] = fp8_round(x[i], R);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) x[i] = through_f16(x[i]);  // DT_F16 without F16C
 }
 
 static void round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset) {
@@ -466,8 +495,12 @@ static void quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, f
     *amax = m;
     // Divided by scale, not multiplied by a rounded 1/scale: the result is q / scale
     // correctly rounded (exact when scale is a power of two), one rounding fewer.
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(x[i])) x[i] = through(x[i] * scale, fmt) / scale;
+    const Fp8Round R = fmt == DT_E4M3 ? FP8_E4M3 : FP8_E5M2;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float q = fp8_round(x[i] * scale, R) / scale;
+        x[i] = x[i] != x[i] ? x[i] : q;  // a NaN stays as it is
+    }
 }
 
 // ---------------------------------------------------------------- optimizer

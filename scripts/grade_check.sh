@@ -12,6 +12,9 @@
 #      runner's time limit (a hang must be caught by the tests' own timeouts).
 #      Only the tests that reported those parts' checks in the reference run are
 #      run for a mutant (grade.sh with ONLY= and PART=): the rest cannot change.
+#      And they stop as soon as each of those parts has a check that FAILED
+#      (tests/run.sh's STOP_WHEN_CAUGHT): the mutant is caught, by a failing check
+#      of its own parts, not merely by checks left unreported.
 # Mutants are built in build-mut/, a copy of the tree and of build/ with the one
 # patched file rebuilt. Prints one PASS/FAIL line per proof and "N passed, N failed".
 #
@@ -97,7 +100,11 @@ check_stage() {  # check_stage NN
         if ! make -C build-mut --no-print-directory -s BUILD=build all >"$log/make" 2>&1; then
             verdict 0 "grade.stage$n.mutant.$name" "does not build: $(tail -n 3 "$log/make")"
         else
-            ONLY=$tests GRADE_LOG=$raw TEST_TIMEOUT=$MUT_TIMEOUT BUILD=build \
+            : >"$log/stop"
+            for part in $breaks; do
+                BUILD=build bash scripts/grade.sh --list "$n" "$part" | sed "s/^/$part /" >>"$log/stop"
+            done
+            ONLY=$tests GRADE_LOG=$raw TEST_TIMEOUT=$MUT_TIMEOUT BUILD=build STOP_WHEN_CAUGHT="$log/stop" \
                 bash build-mut/scripts/grade.sh "$n" "${breaks// /,}" >"$out" 2>&1
             secs=$(( $(date +%s) - t0 ))
             lost="" s=1

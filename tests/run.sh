@@ -34,16 +34,34 @@ rerun_command() {  # rerun_command NAME COMMAND...
     esac
 }
 
+# STOP_WHEN_CAUGHT=FILE (scripts/grade_check.sh, proving that a mutant is caught):
+# FILE lists "PART CHECK" lines; once every PART has a CHECK that failed, the tests
+# left are not run (their checks never report, which grading counts as failed).
+caught_parts=" "
+all_caught() {  # all_caught OUT: 0 once every part in $STOP_WHEN_CAUGHT has failed a check
+    local part check
+    while read -r part check; do
+        [[ "$caught_parts" == *" $part "* ]] && continue
+        awk -v c="$check" '$1 == "FAIL" && $2 == c {f = 1} END {exit !f}' "$1" && caught_parts+="$part "
+    done <"$STOP_WHEN_CAUGHT"
+    local want; want=$(cut -d' ' -f1 "$STOP_WHEN_CAUGHT" | sort -u)
+    for part in $want; do [[ "$caught_parts" == *" $part "* ]] || return 1; done
+    return 0
+}
+
 run() {  # run NAME COMMAND...
     local name=$1; shift
     if [ -n "${ONLY:-}" ] && ! [[ " ${ONLY//,/ } " == *" $name "* ]]; then return 0; fi
+    [ -n "${caught:-}" ] && return 0
     ran=$((ran + 1))
     local out="$log/$name.out" rc rerun
     rerun=$(rerun_command "$name" "$@")
     # A shell function (from a stage's suite) runs in a child bash, under the timeout.
     if declare -F "$1" >/dev/null; then export -f "$1"; set -- bash -c '"$@"' _ "$@"; fi
+    local t0; t0=$(date +%s.%N)
     timeout -k 5 "$TIMEOUT" "$@" >"$out" 2>&1
     rc=$?
+    echo "$name $(date +%s.%N) $t0" | awk '{printf "%s %.1f\n", $1, $2 - $3}' >>"$log/times"
     local p f
     p=$(grep -c '^PASS ' "$out")
     f=$(grep -c '^FAIL ' "$out")
@@ -62,6 +80,10 @@ run() {  # run NAME COMMAND...
         grep -v -E '^(PASS|SKIP|PLAN) ' "$out" | grep -v '^#' | tail -n 20 | sed 's/^/      /'
     fi
     [ "$f" -gt 0 ] && echo "  [$name] rerun alone: $rerun"
+    if [ -n "${STOP_WHEN_CAUGHT:-}" ] && [ "$f" -gt 0 ] && all_caught "$out"; then
+        caught=1
+        echo "run.sh: every part in $STOP_WHEN_CAUGHT has a failed check: the tests left are not run"
+    fi
     passed=$((passed + p))
     failed=$((failed + f))
     return 0
@@ -116,6 +138,11 @@ done
 if [ -n "${ONLY:-}" ] && [ "$ran" -eq 0 ]; then
     echo "run.sh: ONLY=$ONLY names no test of suite(s) ${suites[*]}"
     failed=$((failed + 1))
+fi
+# Where the time went (CI's budget is the whole `make check`): the slowest tests.
+if [ -s "$log/times" ] && [ "$ran" -gt 1 ]; then
+    echo "slowest: $(sort -k2 -g -r "$log/times" | head -n 8 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $1, $2}')" \
+         "(of $(awk '{s += $2} END {printf "%.0f", s}' "$log/times") s in $ran tests)"
 fi
 line="$passed passed, $failed failed"
 [ "$skipped" -gt 0 ] && line="$line, $skipped skipped"
