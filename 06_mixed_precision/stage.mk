@@ -9,7 +9,7 @@
 S06 := 06_mixed_precision
 # The stage-01 calculator's reference (this stage grades this stage's code).
 S06_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memory_plan.o
-S06_BINS := $(BUILD)/tests/test_recompute $(BUILD)/mp_comm_error
+S06_BINS := $(BUILD)/tests/test_recompute $(BUILD)/tests/test_mixed $(BUILD)/mp_comm_error
 BINS += $(S06_BINS)
 
 # Stage 02's driver sends gradients as bf16 with this stage's grad_comm.c.

@@ -14,6 +14,10 @@ run mp-precision "$BUILD/tests/test_precision"
 # the stage-01 calculator to the byte.
 run mp-recompute "$BUILD/tests/test_recompute"
 
+# tests/test_mixed.c: bf16 and fp16 GEMMs against fp32 within the bound their unit
+# roundoff and the reduction length give; the fp8 layer against its definition.
+run mp-mixed "$BUILD/tests/test_mixed"
+
 export S6_DIR="$log/stage06"
 mkdir -p "$S6_DIR"
 S6_MODEL="--layers 4 --width 32 --heads 4 --seq 8 --vocab 61"
