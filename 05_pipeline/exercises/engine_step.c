@@ -8,7 +8,8 @@
 // gpt_embed_forward, gpt_blocks_forward(g, x, g->l0, g->l1, B, T),
 // gpt_head_forward, gpt_head_backward(g, x, dx, dloss_scale, B, T),
 // gpt_blocks_backward(g, x, dx, l0, l1, B, T) (dx: the gradient at the output in,
-// at the input out), gpt_embed_backward; and pipe.h's pipe_isend / pipe_irecv
+// at the input out), its two halves gpt_blocks_backward_input / _weight,
+// gpt_embed_backward; and pipe.h's pipe_isend / pipe_irecv
 // (comm.h's comm_isend / comm_irecv on the CPU; device to device on a GPU).
 //
 // The slot of (micro-batch, chunk) carries what its actions pass each other:
@@ -34,4 +35,9 @@ void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets
     // PP_RECV_GRAD, PP_BACKWARD, PP_SEND_GRAD). The micro-batch's token ids are
     // tokens + a->mb * P->B * P->T (targets likewise). Before freeing the
     // activations in the backward, the send of the chunk's output must be done.
+    // Then the zero-bubble schedule's two halves of PP_BACKWARD: PP_BACKWARD_INPUT
+    // does what PP_BACKWARD does but with gpt_blocks_backward_input, keeping in
+    // slot->keep (gpt_keep_floats(g, g->l0, g->l1, B, T) floats, MEM_ACTIVATIONS)
+    // what the weights need, and keeps the activations too; PP_BACKWARD_WEIGHT,
+    // later, runs gpt_blocks_backward_weight from them and only then lets both go.
 }
