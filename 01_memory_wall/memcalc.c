@@ -17,6 +17,7 @@
 #include "flags.h"
 #include "ledger.h"
 #include "memory_model.h"
+#include "model.h"
 
 static void gb(double bytes, char *buf, size_t n) {
     format_bytes(bytes > 0 ? (size_t)llround(bytes) : 0, buf, n);
@@ -209,7 +210,7 @@ int main(int argc, char **argv) {
         F_CHOICE("--optimizer", &optim, "adamw|sgd-momentum|sgd", "optimizer"),
         F_INT("--micro-batch", &micro_batch, 1, 1 << 20, "sequences per micro-batch per GPU (b)"),
         F_CHOICE("--recompute", &recompute, "none|selective|full", "activation recomputation"),
-        F_CHOICE("--precision", &precision, "fp32|mixed-bf16|mixed-fp16|bf16|bf16-sr|fp8", "--recipe course: stage 06's recipe as this code runs it (emulated in fp32 slots: the masters and fp8's casts are what it adds)"),
+        F_CHOICE("--precision", &precision, GPT_RECIPES, "--recipe course: stage 06's recipe as this code runs it (emulated in fp32 slots: the masters and fp8's casts are what it adds)"),
         F_INT("--recompute-every", &recompute_every, 1, 1 << 20, "--recipe course, full recompute: every k-th layer (l % k == 0) recomputes"),
         F_BOOL("--sp", &sp, "sequence parallelism (with --tp > 1)"),
         F_CHOICE("--dropout", &dropout, "preset|on|off", "count 1-byte dropout masks (GPT presets: on)"),
@@ -250,9 +251,10 @@ int main(int argc, char **argv) {
     mm_optim_parse(optim, &s.optim);
     mm_recompute_parse(recompute, &s.recompute);
     s.recompute_every = recompute_every;
-    s.course_precision = strcmp(precision, "fp8") == 0 ? 2
-                         : strcmp(precision, "mixed-bf16") == 0 || strcmp(precision, "mixed-fp16") == 0;
-    if (strcmp(precision, "fp32") != 0 && s.recipe != RECIPE_COURSE)
+    GPTRecipe prec = PREC_FP32;
+    gpt_recipe_parse(precision, &prec);
+    s.course_precision = prec == PREC_FP8 ? 2 : gpt_recipe_master(prec);
+    if (prec != PREC_FP32 && s.recipe != RECIPE_COURSE)
         flags_fail("--precision is for --recipe course (the other recipes are precisions themselves)");
     s.micro_batch = micro_batch;
     s.sp = sp;

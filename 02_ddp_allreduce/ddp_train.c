@@ -54,9 +54,8 @@ int main(int argc, char **argv) {
     device_parse(a.device, &dev);
     GPTRecipe recipe = PREC_FP32;
     gpt_recipe_parse(a.precision, &recipe);
-    int bf16_recipe = recipe == PREC_MIXED_BF16 || recipe == PREC_BF16 || recipe == PREC_BF16_SR ||
-                      recipe == PREC_FP8;
-    int wire_bf16 = strcmp(grad_comm, "bf16") == 0 || (strcmp(grad_comm, "auto") == 0 && bf16_recipe);
+    int wire_bf16 = strcmp(grad_comm, "bf16") == 0 ||
+                    (strcmp(grad_comm, "auto") == 0 && gpt_recipe_dtype(recipe) == DT_BF16);
     if (wire_bf16 && dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
         flags_fail("--grad-comm bf16 with --device cuda goes through host memory: add --gpu-comm host");
     if (dev == DEV_CPU && flag_given(flags, nf, "--gpu-comm"))

@@ -50,10 +50,6 @@ train() {
     fi
 }
 chunks() { [ "$1" = interleaved ] && echo 2 || echo 1; }  # chunks SCHED: v
-kv() { sed -n "s/^RESULT .* $2=\([0-9.e+-]*\).*/\1/p" "$1"; }  # kv FILE KEY: from a RESULT line
-med() {  # med: the median of the numbers on stdin (one a line)
-    sort -g | awk '{a[++n] = $1} END {print n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2}'
-}
 # analyse DAT P V: from a trace of one step, "step_ms bubble wait_ms edge_ms gap_ms tF_ms
 # tB_ms tW_ms tf tb tw". busy: a rank's compute spans less the waits inside them (a forward
 # waits for its input inside its action, a backward for its gradient); step: the last end -

@@ -15,15 +15,18 @@
 void ddp_sync_grads_bf16(DDP *d, GPT *g) {
     Ctx *ctx = g->ctx;
     size_t n = g->n_params;
-    float *host = malloc(n * sizeof(float));
+    int cpu = ctx->device == DEV_CPU;  // the gradients are host memory already
+    float *host = cpu ? g->grads : malloc(n * sizeof(float));
     uint16_t *wire = malloc(n * sizeof(uint16_t));
     CHECK(host && wire, "out of host memory for %zu gradients in bf16", n);
-    ctx->ops->to_host(ctx, host, g->grads, n * sizeof(float));
+    if (!cpu) ctx->ops->to_host(ctx, host, g->grads, n * sizeof(float));
     dtype_convert(wire, DT_BF16, host, DT_F32, n);
     allreduce(d->comm, d->group, wire, n, DT_BF16, d->algo);
     dtype_convert(host, DT_F32, wire, DT_BF16, n);
-    ctx->ops->to_device(ctx, g->grads, host, n * sizeof(float));
+    if (!cpu) {
+        ctx->ops->to_device(ctx, g->grads, host, n * sizeof(float));
+        free(host);
+    }
     ctx->ops->scale(ctx, g->grads, 1.0f / d->group->size, n);
     free(wire);
-    free(host);
 }

@@ -43,8 +43,13 @@ run() {  # run LOG BINARY ARGS...: a failed run stops the script with its last l
         exit 1
     fi
 }
-kv() { sed -n "s/^RESULT .* $2=\([0-9.e+-]*\).*/\1/p" "$1"; }  # kv FILE KEY: from a RESULT line
-med() { sort -g | awk '{a[++n] = $1} END {print n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2}'; }
+
+# curve LOG: "step loss mean" per step, mean = of the last 20 steps' losses (what the
+# figures draw: one step's loss is one batch's)
+curve() {
+    sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$1" |
+        awk '{l[NR] = $2; s += $2; if (NR > 20) s -= l[NR - 20]; printf "%s %s %.4f\n", $1, $2, s / (NR < 20 ? NR : 20)}'
+}
 
 # ---------------------------------------------------------------- 1-2. loss curves
 # The corpus: every Markdown file of the repository, in path order, as bytes.
@@ -63,10 +68,7 @@ for r in "${recipes[@]}"; do
     echo "  loss curve: --precision $r $extra"
     run "$out/curves/$r.log" train $MODEL --steps "$steps" --log-every 1 --data "$corpus" \
         --precision "$r" $extra
-    # step, loss, and the mean of the last 20 steps' losses (the curve the figure draws)
-    sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$out/curves/$r.log" |
-        awk '{l[NR] = $2; s += $2; if (NR > 20) s -= l[NR - 20]; printf "%s %s %.4f\n", $1, $2, s / (NR < 20 ? NR : 20)}' \
-        >"$out/curves/$r.dat"
+    curve "$out/curves/$r.log" >"$out/curves/$r.dat"
 done
 # The same at lr 1e-4, where an update is below half a bf16 ulp of most weights: pure
 # bf16 rounding to nearest loses it, stochastic rounding keeps it on average.
@@ -74,9 +76,7 @@ for r in fp32 mixed-bf16 bf16 bf16-sr; do
     echo "  loss curve at lr 1e-4: --precision $r"
     run "$out/curves/lowlr_$r.log" train $MODEL --lr 1e-4 --steps "$steps" --log-every 1 \
         --data "$corpus" --precision "$r"
-    sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$out/curves/lowlr_$r.log" |
-        awk '{l[NR] = $2; s += $2; if (NR > 20) s -= l[NR - 20]; printf "%s %s %.4f\n", $1, $2, s / (NR < 20 ? NR : 20)}' \
-        >"$out/curves/lowlr_$r.dat"
+    curve "$out/curves/lowlr_$r.log" >"$out/curves/lowlr_$r.dat"
 done
 sed -n 's/^step *\([0-9]*\)\/[0-9]* |.* | scale \([0-9.e+]*\)\(.*\)$/\1 \2 \3/p' \
     "$out/curves/mixed-fp16.log" | awk '{print $1, $2, ($3 == "overflow:" ? 1 : 0)}' >"$out/scale.dat"

@@ -14,8 +14,7 @@ BINS += $(S06_BINS)
 
 # Stage 02's driver sends gradients as bf16 with this stage's grad_comm.c.
 S06_COMM := $(BUILD)/$(S06)/grad_comm.o
-$(S06_COMM) $(BUILD)/$(S06)/comm_error.o $(BUILD)/02_ddp_allreduce/ddp_train.o: \
-  CFLAGS += -I02_ddp_allreduce
+$(S06_COMM) $(BUILD)/$(S06)/comm_error.o: CFLAGS += -I02_ddp_allreduce
 $(S06_COMM) $(BUILD)/$(S06)/comm_error.o: $(wildcard 02_ddp_allreduce/*.h) $(S06)/grad_comm.h
 $(BUILD)/02_ddp_allreduce/ddp_train.o: $(S06)/grad_comm.h
 $(BUILD)/ddp_train: $(S06_COMM)

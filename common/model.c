@@ -221,11 +221,15 @@ int gpt_recipe_master(GPTRecipe r) {
     return r == PREC_MIXED_BF16 || r == PREC_MIXED_FP16 || r == PREC_FP8;
 }
 
-void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
-    CHECK(r >= 0 && r < PREC_COUNT, "precision recipe %d", (int)r);
+DType gpt_recipe_dtype(GPTRecipe r) {
     static const DType dtypes[PREC_COUNT] = {DT_F32, DT_BF16, DT_F16, DT_BF16, DT_BF16, DT_BF16};
+    CHECK(r >= 0 && r < PREC_COUNT, "precision recipe %d", (int)r);
+    return dtypes[r];
+}
+
+void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
     g->prec.recipe = r;
-    g->prec.dtype = dtypes[r];
+    g->prec.dtype = gpt_recipe_dtype(r);
     g->prec.master = gpt_recipe_master(r);
     if (r == PREC_FP8) {
         CHECK(!g->tp.ops, "the fp8 recipe casts the serial linear layers: not with tensor "

@@ -368,6 +368,7 @@ void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed);
 void gpt_fp8_step_end(GPT *g);
 int gpt_fp8_layers(const GPT *g);  // linear layers seen so far (4L + 1 after a forward)
 int gpt_recipe_master(GPTRecipe r);                // 1: fp32 master weights (mixed-*, fp8)
+DType gpt_recipe_dtype(GPTRecipe r);               // what it rounds to: fp32, bf16 or fp16
 const char *gpt_recipe_name(GPTRecipe r);          // "fp32", "mixed-bf16", ...
 int gpt_recipe_parse(const char *s, GPTRecipe *r); // 0 on success
 #define GPT_RECIPES "fp32|mixed-bf16|mixed-fp16|bf16|bf16-sr|fp8"

@@ -16,7 +16,7 @@
 // recipe's dtype (mixed precision: the weight gradients are bf16 or fp16, summed
 // in fp32 by the ops and rounded once per micro-batch), then tell the strategy.
 static void fire_hook(GPT *g, int group) {
-    if (g->prec.dtype != DT_F32 && g->ggrads[group])
+    if (g->ggrads[group])
         gpt_round(g, g->ggrads[group], g->group_offset[group + 1] - g->group_offset[group]);
     if (g->hook) g->hook(g, group, g->hook_arg);
 }

@@ -63,10 +63,10 @@ int adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double 
         return 0;
     }
     size_t n = opt->end - opt->begin;
+    CHECK(!pr->master || opt->master || n == 0, "the %s recipe keeps fp32 master weights: "
+          "build the optimizer with AdamWConfig.master set", gpt_recipe_name(pr->recipe));
     // The first step: the masters from the model's weights (as Megatron-LM makes them
-    // from its bf16 model). Made here if the optimizer was built without them.
-    if (pr->master && !opt->master && n > 0)
-        opt->master = mem_alloc(ctx, MEM_OPTIMIZER, opt->capacity * sizeof(float));
+    // from its bf16 model).
     if (opt->master && !opt->master_filled) {
         if (n > 0) o->copy(ctx, opt->master, p, n * sizeof(float));
         opt->master_filled = 1;

@@ -47,3 +47,9 @@ outputs_note() {
         echo "quote, stays in results/$(basename "$1")/; \`make report\` sets them side by side."
     fi
 }
+
+# For the stage scripts: a value from a run's RESULT line, and a median.
+kv() { sed -n "s/^RESULT .* $2=\([0-9.e+-]*\).*/\1/p" "$1"; }  # kv FILE KEY
+med() {  # med: the median of the numbers on stdin (one a line)
+    sort -g | awk '{a[++n] = $1} END {print n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2}'
+}
