@@ -29,7 +29,7 @@ ours=() theirs=()
 for r in $(seq "$ROUNDS"); do
     o=$("$BUILD/train" --preset small --batch 8 --threads 1 --steps "$STEPS" --warmup 5 \
         --log-every 100000 | grep '^RESULT train')
-    t=$(/usr/bin/python3 tests/torch_gpt.py bench --layers 4 --width 256 --heads 4 --seq 128 \
+    t=$("${PY:-/usr/bin/python3}" tests/torch_gpt.py bench --layers 4 --width 256 --heads 4 --seq 128 \
         --vocab 256 --batch 8 --steps "$STEPS" --warmup 5 --threads 1 | grep '^RESULT torch')
     ours+=("$(echo "$o" | field tokens_per_s)")
     theirs+=("$(echo "$t" | field tokens_per_s)")

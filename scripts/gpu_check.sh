@@ -46,7 +46,8 @@
 #       within 2^-8 of the same run on the CPU (and nearer it than the CPU's fp32
 #       run); --recompute selective and full end bitwise where none does on cuda
 #       (cmp), in fp32 and in mixed-bf16; MFU of gpt2-124m in fp32 and mixed-bf16;
-#       an nsys profile (--stats=true) of the mixed-bf16 run when nsys is installed
+#       where its time goes: nsys --stats when installed, else every kernel timed by
+#       ncu and summed by name (scripts/kernel_summary.py)
 #
 # Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
 # one) with the probe's reason, at once.
@@ -83,7 +84,11 @@ gpu_gate() {
 
 item_build() {
     # Installs what is missing (as root, with the network); a no-op when all is there.
-    timeout 150 bash scripts/install-deps.sh || echo "# install-deps failed: building with what is here"
+    # SKIP_INSTALL_DEPS=1: a machine without a network (its caller provides OpenBLAS).
+    if [ "${SKIP_INSTALL_DEPS:-0}" = 1 ]; then echo "# install-deps skipped (SKIP_INSTALL_DEPS=1)"
+    else timeout 150 bash scripts/install-deps.sh || echo "# install-deps failed: building with what is here"; fi
+    echo "# gcc: $(gcc --version | head -n 1); make: $(make --version | head -n 1);" \
+         "mpicc: $(command -v mpicc || echo none); python3: $(command -v python3) ($(python3 -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -n 1))"
     local nvcc
     nvcc=$(command -v nvcc || true)
     echo "# nvcc: ${nvcc:-none}; $("${nvcc:-false}" --version 2>/dev/null | tail -n 1)"

@@ -152,8 +152,24 @@ item_10() {
     local ns nsres
     ns=$(find_nsys)
     if [ -z "$ns" ]; then
-        nsres="nsys absent (not in PATH, $CUDA_HOME, /opt/nvidia)"
-        echo "## $nsres: no profile"
+        # No nsys: Nsight Compute times every kernel of two steps (one metric, no
+        # replay, caches and clocks as they are) and the kernels are summed by name.
+        local ncu
+        ncu=$(command -v ncu || ls "$CUDA_HOME"/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+        if [ -z "$ncu" ]; then
+            nsres="neither nsys nor ncu found: no profile"
+        else
+            echo "## no nsys; $ncu: $("$ncu" --version 2>&1 | tail -n 1)"
+            timeout -k 5 150 "$ncu" --csv --metrics gpu__time_duration.sum --cache-control none \
+                --clock-control none --log-file "$dir/ncu_gpt2_mixed-bf16.csv" \
+                "$B/train" --preset gpt2-124m --batch 8 --steps 2 --warmup 0 --log-every 1 \
+                --device cuda --precision mixed-bf16 >"$dir/ncu_gpt2_mixed-bf16.txt" 2>&1
+            rc=$?
+            python3 scripts/kernel_summary.py "$dir/ncu_gpt2_mixed-bf16.csv" >"$dir/kernels.txt" 2>&1
+            head -n 25 "$dir/kernels.txt" | cut -c1-200
+            nsres="ncu exit $rc: $(sed -n 's/^# top: //p' "$dir/kernels.txt")"
+        fi
+        echo "## $nsres"
     else
         echo "## $ns: $("$ns" --version 2>&1 | head -n 1)"
         timeout -k 5 70 "$ns" profile --stats=true --force-overwrite=true --trace=cuda,nvtx \

@@ -19,7 +19,16 @@ set -u
 BUILD=${BUILD:-build}
 export BUILD
 cd "$(dirname "$0")/.."
-PY=/usr/bin/python3                      # Debian's interpreter carries python3-torch
+# The Python the tests use must import torch and numpy (Debian's python3-torch, from
+# scripts/install-deps.sh). PY=... chooses one; otherwise /usr/bin/python3, or the
+# first python3 on the PATH that has both (a GPU image keeps torch in its own venv).
+if [ -z "${PY:-}" ]; then
+    PY=/usr/bin/python3
+    for c in /usr/bin/python3 $(type -ap python3); do
+        "$c" -c 'import torch, numpy' 2>/dev/null && { PY=$c; break; }
+    done
+fi
+export PY
 TIMEOUT=${TEST_TIMEOUT:-300}
 passed=0 failed=0 skipped=0 ran=0 suite=
 log=$(mktemp -d)
@@ -103,8 +112,6 @@ core() {
     fi
 }
 gpu() {
-    # The probe itself: a broken GPU fails the suite, "no GPU" skips it (no GPU used).
-    run gpu-probe bash tests/test_gpu_probe.sh "$BUILD"
     # `make sanitize` builds these tests with AddressSanitizer. ASan's shadow-gap
     # protection takes address space the CUDA driver reserves (CUDA would report
     # out of memory at its first call), and LeakSanitizer would report the CUDA
@@ -112,6 +119,9 @@ gpu() {
     # without ASan ignore both variables.
     local cuda_asan=(env "ASAN_OPTIONS=protect_shadow_gap=0:fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
                      "LSAN_OPTIONS=suppressions=$PWD/tests/lsan_cuda.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}")
+    # The probe itself: a broken GPU fails the suite, "no GPU" skips it. Its machine
+    # check starts CUDA too, so it takes the same options.
+    run gpu-probe "${cuda_asan[@]}" bash tests/test_gpu_probe.sh "$BUILD"
     run gpu "${cuda_asan[@]}" "$BUILD/tests/test_gpu"
     for n in 1 2 3 4; do
         run "gpu-comm-np$n" "${cuda_asan[@]}" "$BUILD/tests/test_gpu_comm" --np "$n" --timeout 60

@@ -58,11 +58,11 @@ s3_case() {  # s3_case VARIANT TOL N ACCUM ALGO STRATEGY [FLAGS...]
     if [ "${MEMORY:-0}" = 1 ]; then
         "$BUILD/memcalc" "${model[@]/--width/--hidden}" --recipe course --micro-batch $((2 / accum)) \
             --zero "$zero" --dp "$n" --json >"$f.calc.json"
-        /usr/bin/python3 tests/sharded_check.py memory "$f.log" "sharded.memory.$strategy.np$n" \
+        "$PY" tests/sharded_check.py memory "$f.log" "sharded.memory.$strategy.np$n" \
             "$strategy" "$n" "$k" "$shard" "$f.calc.json" 2 49 97 12
     fi
     if [ "${BYTES:-0}" = 1 ]; then
-        /usr/bin/python3 tests/sharded_check.py bytes "$f.log" "sharded.bytes.$strategy.np$n" \
+        "$PY" tests/sharded_check.py bytes "$f.log" "sharded.bytes.$strategy.np$n" \
             "$strategy" "$n" "$k" "$shard" 2 49 97 12
     fi
 }
@@ -171,7 +171,7 @@ s3_trace() {
     local p="$S3_DIR/trace"
     "$BUILD/sharded_train" --np 2 --strategy zero3 --preset tiny --steps 2 --bucket-mb 0 \
         --peak-tflops 1 --trace "$p" --log-every 100 >"$p.log" 2>&1 || { echo "FAIL sharded.timeline  the run failed"; tail -n 5 "$p.log"; return; }
-    /usr/bin/python3 - "$p.json" "$p.dat" <<'PY'
+    "$PY" - "$p.json" "$p.dat" <<'PY'
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
 spans = [e for e in ev if e.get("ph") == "X"]

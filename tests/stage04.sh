@@ -48,7 +48,7 @@ s4_driver() {  # s4_driver NAME NP TP [FLAGS...]
     for a in "$@"; do [ "$a" = --sp ] && sp=--sp; done
     "$BUILD/memcalc" --layers 2 --hidden 48 --heads 12 --seq 12 --vocab 251 --recipe course \
         --micro-batch 2 --tp "$tp" $sp --json >"$f.calc.json"
-    /usr/bin/python3 - "$f.log" "$f.calc.json" "tp.driver_memory.$name" <<'PY'
+    "$PY" - "$f.log" "$f.calc.json" "tp.driver_memory.$name" <<'PY'
 import json, re, sys
 log, calc, name = sys.argv[1:4]
 c = json.load(open(calc))

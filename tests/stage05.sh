@@ -86,7 +86,7 @@ s5_trace() {
     local p="$S5_DIR/trace"
     "$BUILD/pp_train" --np 2 --pp 2 --schedule 1f1b $S5_MODEL $S5_TRAIN --trace "$p" >"$p.log" 2>&1 ||
         { echo "FAIL pp.timeline  the run failed"; tail -n 5 "$p.log"; return; }
-    /usr/bin/python3 - "$p.json" <<'PY'
+    "$PY" - "$p.json" <<'PY'
 import json, sys
 ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
 per = {}

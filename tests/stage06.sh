@@ -59,7 +59,7 @@ run mp-recompute-tp-every s6_recompute tp2.full_every2 "full --recompute-every 2
 # The weights a recipe computes with are numbers of its dtype: every fp32 value the
 # run saves has its low 16 bits zero (bf16), or survives a round trip through fp16.
 s6_dtype_of() {  # s6_dtype_of FILE bf16|fp16 : prints "ok N" or "bad NAME VALUE"
-    /usr/bin/python3 - "$1" "$2" <<'PY'
+    "$PY" - "$1" "$2" <<'PY'
 import json, struct, sys
 import numpy as np
 path, dt = sys.argv[1:3]
@@ -259,7 +259,7 @@ s6_memory() {  # s6_memory NAME NP ZERO "TRAIN FLAGS"
     local calc=(--recipe course --micro-batch 2 --dp "$np" --zero "$zero")
     for w in $flags; do calc+=("$w"); done
     "$BUILD/memcalc" --layers 4 --hidden 32 --heads 4 --seq 8 --vocab 61 "${calc[@]}" --json >"$f.json" 2>&1
-    /usr/bin/python3 - "$f.log" "$f.json" "mp.memory.$name" <<'PY'
+    "$PY" - "$f.log" "$f.json" "mp.memory.$name" <<'PY'
 import json, sys
 log, calc, name = sys.argv[1:4]
 try:

@@ -10,8 +10,8 @@ trap 'rm -rf "$dir"' EXIT
 status=0
 "$BUILD/tests/gpt_dump" --layers 2 --width 64 --heads 4 --seq 32 --vocab 256 --batch 4 \
     --out "$dir/tiny.safetensors" || status=1
-/usr/bin/python3 tests/torch_gpt.py check "$dir/tiny.safetensors" | sed 's/torch\./torch.tiny./' || status=1
+"${PY:-/usr/bin/python3}" tests/torch_gpt.py check "$dir/tiny.safetensors" | sed 's/torch\./torch.tiny./' || status=1
 "$BUILD/tests/gpt_dump" --layers 3 --width 72 --heads 6 --seq 13 --vocab 97 --batch 3 \
     --out "$dir/odd.safetensors" || status=1
-/usr/bin/python3 tests/torch_gpt.py check "$dir/odd.safetensors" | sed 's/torch\./torch.odd./' || status=1
+"${PY:-/usr/bin/python3}" tests/torch_gpt.py check "$dir/odd.safetensors" | sed 's/torch\./torch.odd./' || status=1
 exit $status

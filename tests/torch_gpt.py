@@ -6,7 +6,8 @@ course's GPT (common/model.h) in PyTorch, with two subcommands:
       Loads the parameters the C program dumped, recomputes logits, loss, every
       parameter gradient and K AdamW steps in PyTorch, and compares them with the
       C values in the dump. One PASS/FAIL line per check; exit 0 iff all pass.
-      --fp64 appends a diagnostic: both sides' error against a float64 reference.
+      The final weights are judged against a float64 run (see the tolerances);
+      --fp64 appends both sides' error against it to the other lines too.
 
   bench --layers L --width C --heads NH --seq T --vocab V --batch B
         --steps S --warmup W --threads N
@@ -168,10 +169,20 @@ def load_safetensors(path):
 #                        equal numbers, so rounding differences grow with the model;
 #                        1e-4 leaves headroom, while a wrong formula errs by >1e-2.
 #   adamw_losses   1e-4  K AdamW steps carry the gradient differences into the weights
-#   final.<name>         (the update divides by sqrt(v), which amplifies tiny ones).
+#                        (the update divides by sqrt(v), which amplifies tiny ones).
+#   final.<name>   1e-3, against float64. gpt_dump's AdamW runs are made to show
+#                        optimizer bugs (lr 1e-2, weight decay 0.5, 10 steps), and the
+#                        early Adam steps are nearly lr*sign(g): rounding noise in small
+#                        gradients becomes whole lr-sized differences. So an fp32 run's
+#                        weights sit up to ~3e-4 from the exact (fp64) answer: PyTorch's
+#                        own fp32 1.7e-4 (tiny preset, c_attn), ours 1.1e-4 (-O3) and up
+#                        to 2.9e-4 (the -O1 sanitizer build, scalar sums, on an H100
+#                        host's CPU); two correct fp32 codes can be 3e-4 apart, so the
+#                        judge is fp64. A wrong weight-decay mask moves a tensor by
+#                        ~lr*wd*K = 5e-2, a wrong moment update by more: 50x the bound.
 # Measured on a tiny model (L=2 C=32): ~3e-7 (logits), ~6e-7 (grads), ~1e-7 (AdamW).
 
-TOL_FWD, TOL_GRAD, TOL_ADAMW = 1e-5, 1e-4, 1e-4
+TOL_FWD, TOL_GRAD, TOL_ADAMW, TOL_FINAL = 1e-5, 1e-4, 1e-4, 1e-3
 
 
 def rel_err(ours, ref):
@@ -224,7 +235,7 @@ def cmd_check(args):
           f"{hp['beta2']:g}) eps={hp['eps']:g} wd={hp['weight_decay']:g} clip={hp['grad_clip']:g} "
           f"steps={hp['steps']} | 1 thread")
     ref = reference(cfg, dump, tokens, targets, hp, torch.float32)
-    ref64 = reference(cfg, dump, tokens, targets, hp, torch.float64) if args.fp64 else None
+    ref64 = reference(cfg, dump, tokens, targets, hp, torch.float64)  # the final weights' judge
 
     # (name in the dump, how to pick torch's value from a reference, tolerance)
     checks = [("logits", lambda r: r["logits"], TOL_FWD), ("loss", lambda r: r["loss"], TOL_FWD)]
@@ -242,7 +253,7 @@ def cmd_check(args):
             return x
         C = x.shape[0] // 3
         return np.concatenate([x[:C], x[2 * C:]])
-    checks += [(f"final.{n}", lambda r, n=n: drop_key_bias(n, r["final"][n]), TOL_ADAMW,
+    checks += [(f"final.{n}", lambda r, n=n: drop_key_bias(n, r["final"][n]), TOL_FINAL,
                 lambda x, n=n: drop_key_bias(n, x)) for n in names]
     all_ok = True
     for key, pick, tol, *view in checks:
@@ -250,12 +261,19 @@ def cmd_check(args):
         if ours is not None and view:
             ours = view[0](ours)
         err = float("inf") if ours is None else rel_err(ours, pick(ref))
+        if key.startswith("final.") and ours is not None:
+            e64, t64 = rel_err(ours, pick(ref64)), rel_err(pick(ref), pick(ref64))
+            ok = e64 <= tol                               # False for NaN too
+            all_ok &= ok
+            print(f"{'PASS' if ok else 'FAIL'} torch.{key}  rel_err to fp64 {e64:.3e} (tol {tol:.1e});"
+                  f" torch fp32's {t64:.2e}, ours to torch fp32 {err:.2e}")
+            continue
         ok = err <= tol                                   # False for NaN too
         all_ok &= ok
         line = f"{'PASS' if ok else 'FAIL'} torch.{key}  rel_err {err:.3e} (tol {tol:.1e})"
         if ours is None:
             line += "  [missing from dump]"
-        elif ref64 is not None:
+        elif args.fp64:
             line += (f"  [vs fp64: ours {rel_err(ours, pick(ref64)):.2e}"
                      f" torch {rel_err(pick(ref), pick(ref64)):.2e}]")
         print(line)
