@@ -42,7 +42,7 @@ EX ?=
 stage_src = $(foreach f,$1,$(if $(and $(EX),$(wildcard $(dir $f)exercises/$(notdir $f))),$(dir $f)exercises/$(notdir $f),$f))
 stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
-CORE := log dtype rng ledger flags safetensors safetensors_json safetensors_write ctx ops_cpu \
+CORE := log dtype rng ledger flags json safetensors safetensors_json safetensors_write ctx ops_cpu \
         model_layout model_backward model_fp8 \
         model optim data perf comm comm_shm comm_tcp trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
@@ -55,6 +55,14 @@ CORE_OBJS += $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$(PRECISION_SRCS)))
 # precision.h (stochastic rounding, loss scaling, fp8 scales) is the core's too:
 # the CPU backend's ops call its scalar routines.
 CFLAGS += -I06_mixed_precision
+# Stage 07's checkpoints likewise: every driver saves and resumes through them.
+# publish.c and resume.c are its exercises (EX=1 swaps them).
+FAULT_SRCS := 07_fault_tolerance/checkpoint.c 07_fault_tolerance/ckpt_load.c \
+              07_fault_tolerance/ckpt_layout.c 07_fault_tolerance/manifest.c \
+              07_fault_tolerance/faults.c 07_fault_tolerance/publish.c \
+              07_fault_tolerance/resume.c
+CORE_OBJS += $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$(FAULT_SRCS)))
+CFLAGS += -I07_fault_tolerance
 
 # MPI: the transport and the mpirun launcher are compiled with mpicc's flags and
 # linked with its libraries; without mpicc, comm_mpi_absent.c says so at run time.
@@ -87,7 +95,7 @@ else
 endif
 
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
-         test_gpu gpt_dump test_comm compare_params test_precision
+         test_gpu gpt_dump test_comm compare_params test_precision test_json
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
 # `make` with no target builds everything (stage.mk files below define targets too).
@@ -108,7 +116,7 @@ report-build:
 
 # One rule for every C object: common/, the stage folders, their exercises/.
 # Stage 06's precision.h is a core header too (see PRECISION_SRCS).
-$(BUILD)/%.o: %.c common/*.h 06_mixed_precision/precision.h
+$(BUILD)/%.o: %.c common/*.h 06_mixed_precision/precision.h 07_fault_tolerance/checkpoint.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
         flags_fail("--grad-comm bf16 with --device cuda goes through host memory: add --gpu-comm host");
     if (dev == DEV_CPU && flag_given(flags, nf, "--gpu-comm"))
         flags_fail("--gpu-comm %s needs --device cuda", gpu_comm);
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
     transport_parse(transport, &cc.transport);
     // Before the fork: a broken GPU, or ranks that would share a GPU whose compute
     // mode forbids it, is refused once here, not by every rank after it.
@@ -93,10 +93,13 @@ int main(int argc, char **argv) {
                  ctx.world == 1 ? "" : "s", algo_name(al), transport_name(comm_transport(c)),
                  dev == DEV_CUDA ? ", gradients staged through host memory" : "",
                  wire_bf16 ? ", gradients sent as bf16" : "");
+    char layout[64];  // for a checkpoint's manifest
+    snprintf(layout, sizeof layout, "dp=%d tp=1 pp=1 zero=0", ctx.world);
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
                     .local_cores = comm_local_cores(c),
                     .sync_grads = wire_bf16 ? sync_grads_bf16 : sync_grads,
-                    .sync_params = sync_params, .arg = &d, .label = label};
+                    .sync_params = sync_params, .arg = &d, .label = label, .comm = c,
+                    .group = world, .layout = layout};
     train_run(&a, &ctx, &h);
     const CommCounter *k = comm_counters(c);
     if (ctx.rank == 0)

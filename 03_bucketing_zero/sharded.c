@@ -271,6 +271,33 @@ static void gather_params(GPT *g, float *out, void *arg) {
     }
 }
 
+// For a checkpoint (stage 07): this rank's weights, moments and masters. ZeRO-3,
+// FSDP and HSDP hold blocks of the weights (the optimizers' ranges); the others
+// the whole weights, which every rank of the world holds alike. HSDP's shard
+// groups hold the same blocks: each of the replicas saves its share.
+static void state(GPT *g, TrainState *st, void *arg) {
+    Sharded *s = arg;
+    const ShardPlan *P = &s->plan;
+    int hsdp = s->cfg.kind == SH_HSDP, ddp = s->cfg.kind == SH_DDP;
+    int reps = hsdp ? s->replica_g.size : 1, rep = hsdp ? s->replica_g.rank : 0;
+    if (s->pshard) {
+        for (int i = 0; i < s->n_opt; i++)
+            train_state_add(st, ST_PARAMS, g, s->opt[i].begin, s->opt[i].end,
+                            s->pshard + (P->per_unit ? P->unit_base[i] : 0), reps, rep);
+    } else {
+        train_state_add(st, ST_PARAMS, g, 0, g->n_params, g->params, s->world->size, s->world->rank);
+    }
+    for (int i = 0; i < s->n_opt; i++)
+        train_state_add_opt(st, &s->opt[i], g, ddp ? s->world->size : reps,
+                            ddp ? s->world->rank : rep);
+}
+
+// The checkpoint's agreements go through the progress thread, which owns the Comm.
+static void sum(float *buf, int n, void *arg) {
+    Sharded *s = arg;
+    async_allreduce(s->ac, s->world, buf, (size_t)n, DT_F32, s->cfg.algo, "checkpoint");
+}
+
 static void destroy(GPT *g, void *arg) {
     Sharded *s = arg;
     Ctx *ctx = g->ctx;
@@ -335,7 +362,8 @@ Sharded *sharded_new(Comm *c, Group *world, Ctx *ctx, const ShardConfig *cfg, Ti
     if (s->gpu_dp) async_comm_use_gpu(s->ac, s->dp, s->gpu_dp, ctx);
     if (s->gpu_replica) async_comm_use_gpu(s->ac, &s->replica_g, s->gpu_replica, ctx);
     s->strategy = (TrainStrategy){.build = build, .micro_begin = micro_begin, .step = step,
-                                  .gather_params = gather_params, .destroy = destroy, .arg = s};
+                                  .gather_params = gather_params, .state = state, .sum = sum,
+                                  .destroy = destroy, .arg = s};
     return s;
 }
 

@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
     Device dev;
     device_parse(a.device, &dev);
     if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: a GPU each, or a shared one
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
     transport_parse(transport, &cc.transport);
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
 
@@ -117,9 +117,11 @@ int main(int argc, char **argv) {
     Sharded *s = sharded_new(c, world, &ctx, &sc, &tl);
     char label[256];
     sharded_describe(s, label, sizeof label);
+    char layout[64];  // for a checkpoint's manifest
+    snprintf(layout, sizeof layout, "dp=%d tp=1 pp=1 strategy=%s", ctx.world, shard_kind_name(s->cfg.kind));
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
                     .local_cores = comm_local_cores(c), .label = label, .strategy = &s->strategy,
-                    .sync_params = barrier, .arg = s};
+                    .sync_params = barrier, .arg = s, .comm = c, .group = world, .layout = layout};
     train_run(&a, &ctx, &h);
 
     unsigned long long sent = s->step_bytes;

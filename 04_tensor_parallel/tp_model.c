@@ -125,6 +125,17 @@ static void tp_gather_params(GPT *g, float *out, void *arg) {
     tp_gather(g, 0, out);
 }
 
+// For a checkpoint (stage 07): this rank's pieces of the weights and of AdamW's
+// state; the replicas over dp hold the same and each saves a share. (What the
+// tensor-parallel group replicates, LayerNorms and the like, is saved by its
+// rank 0 alone: checkpoint.c.)
+static void tp_state(GPT *g, TrainState *st, void *arg) {
+    TPTrain *s = arg;
+    int dp = s->ddp.group->size, r = s->ddp.group->rank;
+    train_state_add(st, ST_PARAMS, g, 0, g->n_params, g->params, dp, r);
+    train_state_add_opt(st, &s->opt, g, dp, r);
+}
+
 static void tp_destroy(GPT *g, void *arg) {
     TPTrain *s = arg;
     adamw_free(&s->opt, g);
@@ -139,5 +150,5 @@ void tp_train_init(TPTrain *s, Comm *c, Group *tp_group, Group *dp_group, Algo a
     s->ddp.gpu = gpu_dp;
     s->strategy = (TrainStrategy){.build = tp_build, .micro_begin = tp_micro_begin,
                                   .step = tp_step, .gather_params = tp_gather_params,
-                                  .destroy = tp_destroy, .arg = s};
+                                  .state = tp_state, .destroy = tp_destroy, .arg = s};
 }

@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     GPTConfig cfg;
     train_resolve(&a, &cfg);
     // Everything that can be wrong with the layout is said before any rank starts.
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
     transport_parse(transport, &cc.transport);
     int world = comm_planned_size(&cc);
     if (tp == 0) tp = world;
@@ -94,9 +94,12 @@ int main(int argc, char **argv) {
     char label[256];
     snprintf(label, sizeof label, "TP %d%s x DP %d (%s%s)", tp, sp ? " + SP" : "", dp,
              gtp ? gpu_comm_describe(gtp) : algo_name(al), gtp ? "" : " collectives");
+    char layout[64];  // for a checkpoint's manifest
+    snprintf(layout, sizeof layout, "dp=%d tp=%d pp=1%s", dp, tp, s.tp.sp ? " sp" : "");
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
                     .local_cores = comm_local_cores(c), .data_rank = dpg.rank, .data_world = dp,
-                    .label = label, .strategy = &s.strategy, .sync_params = barrier, .arg = &s};
+                    .label = label, .strategy = &s.strategy, .sync_params = barrier, .arg = &s,
+                    .comm = c, .group = comm_world(c), .layout = layout};
     TrainResult res = train_run(&a, &ctx, &h);
 
     const Ledger *L = &ctx.ledger;

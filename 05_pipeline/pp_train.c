@@ -60,10 +60,12 @@ int main(int argc, char **argv) {
     flags_parse(flags, nf, argc, argv, "pp_train [flags]",
                 "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B) composed with tensor and "
                 "data parallelism over a dp x tp x pp mesh of ranks.");
+    if (a.ckpt_dir) flags_fail("--ckpt-dir: pipelines are not checkpointed yet (stage 07 "
+                               "checkpoints train, ddp_train, sharded_train and tp_train)");
     GPTConfig cfg;
     train_resolve(&a, &cfg);
     // Everything that can be wrong with the layout is said before any rank starts.
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
     transport_parse(transport, &cc.transport);
     int world = comm_planned_size(&cc);
     if (world % tp) flags_fail("--tp %d does not divide the %d ranks", tp, world);

@@ -222,43 +222,59 @@ Comm *comm_launch(const CommConfig *cfg) {
     CHECK(n <= COMM_MAX_RANKS, "--np %d: at most %d ranks are supported", n, COMM_MAX_RANKS);
     CHECK(cfg->transport == TRANSPORT_SHM, "--transport %s needs mpirun (mpi) or the torchrun "
           "environment (tcp); the built-in launcher uses shm", transport_name(cfg->transport));
-    // The shared region is mapped before fork, so every rank sees the same pages;
-    // populated now, so that no collective pays for allocating them.
-    size_t bytes = shm_region_bytes(n);
-    void *region = NULL;
-    if (n > 1) {
-        region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
-                      -1, 0);
-        CHECK(region != MAP_FAILED, "cannot map %zu bytes of shared memory for %d ranks: %s", bytes,
-              n, strerror(errno));
-    }
-    if (n == 1) {
+    if (n == 1 && cfg->max_restarts == 0) {
         Comm *c = comm_new(0, 1, LAUNCH_SINGLE, cfg);
         shm_transport_init(c, NULL, 0, cfg->shm_stores);
         return c;
     }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pids[COMM_MAX_RANKS];
     cpu_set_t allowed;  // the cores we may use (taskset narrows them)
     int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : online_cpus();
-    for (int r = 0; r < n; r++) {
-        pid_t pid = fork();
-        CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
-        if (pid == 0) {
-            pin_to_core(r, n);
-            Comm *c = comm_new(r, n, LAUNCH_FORK, cfg);
-            c->spin_s = spin_seconds(n, cpus);
-            c->local_cores = cpus;  // all the launcher had, not the one core this rank is pinned to
-            shm_transport_init(c, region, bytes, cfg->shm_stores);
-            return c;
+    // The parent is the supervisor: it forks the ranks, waits for them, and (stage
+    // 07) starts them all again when one died, up to max_restarts times.
+    for (int attempt = 0;; attempt++) {
+        // The shared region is mapped before fork, so every rank sees the same pages;
+        // populated now, so that no collective pays for allocating them. A fresh one
+        // per attempt: the dead attempt's channels are in whatever state it left.
+        size_t bytes = shm_region_bytes(n);
+        void *region = NULL;
+        if (n > 1) {
+            region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
+                          -1, 0);
+            CHECK(region != MAP_FAILED, "cannot map %zu bytes of shared memory for %d ranks: %s",
+                  bytes, n, strerror(errno));
         }
-        pids[r] = pid;
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pids[COMM_MAX_RANKS];
+        double t0 = now_seconds();
+        for (int r = 0; r < n; r++) {
+            pid_t pid = fork();
+            CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
+            if (pid == 0) {
+                char k[16];
+                snprintf(k, sizeof k, "%d", attempt);
+                setenv("COURSE_RESTART", k, 1);
+                pin_to_core(r, n);
+                Comm *c = comm_new(r, n, n > 1 ? LAUNCH_FORK : LAUNCH_SINGLE, cfg);
+                c->spin_s = spin_seconds(n, cpus);
+                c->local_cores = cpus;  // all the launcher had, not the one core this rank is pinned to
+                shm_transport_init(c, region, bytes, cfg->shm_stores);
+                return c;
+            }
+            pids[r] = pid;
+        }
+        int status = supervise(pids, n, cfg->timeout_s + 5.0);
+        if (region) munmap(region, bytes);
+        if (status == 0 || attempt == cfg->max_restarts) {
+            if (attempt > 0)
+                fprintf(stderr, "supervisor: %s after %d restart%s\n", status == 0 ? "the job "
+                        "finished" : "giving up: the job failed again", attempt, attempt == 1 ? "" : "s");
+            exit(status);
+        }
+        fprintf(stderr, "supervisor: attempt %d failed after %.1f s (above: which rank, and how); "
+                "restart %d of at most %d: all %d rank%s again, from the latest good checkpoint\n",
+                attempt + 1, now_seconds() - t0, attempt + 1, cfg->max_restarts, n, n == 1 ? "" : "s");
     }
-    // The parent is the supervisor from here on.
-    int status = supervise(pids, n, cfg->timeout_s + 5.0);
-    munmap(region, bytes);
-    exit(status);
 }
 
 int comm_planned_size(const CommConfig *cfg) {

@@ -67,6 +67,9 @@ typedef struct {
     double timeout_s;     // every blocking wait gives up after this long
     Transport transport;  // host-buffer transport (shm unless asked otherwise)
     ShmStores shm_stores; // shm only
+    int max_restarts;     // built-in launcher: when a rank dies or hangs, start the whole
+                          // job again up to this many times (stage 07); each attempt's
+                          // ranks see COURSE_RESTART=k in their environment
 } CommConfig;
 
 // Call once at the top of main, after parsing flags. Decides the launch mode from

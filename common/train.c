@@ -3,6 +3,7 @@
 //   build/train --preset small --steps 50                # CPU, 1 thread
 //   build/train --preset small --device cuda             # one GPU
 //   build/train --preset tiny --data README.md           # byte-level on any text file
+//   build/train --ckpt-dir ck --ckpt-every 50 --max-restarts 3   # survives its own death
 //
 // The loop itself is common/trainer.c, shared with the stage drivers (stage 02's
 // ddp_train adds a gradient all-reduce through a hook). This process is the
@@ -21,9 +22,15 @@ int main(int argc, char **argv) {
     train_resolve(&a, &cfg);  // every flag checked before anything is allocated
     Device dev;
     device_parse(a.device, &dev);
+    // --max-restarts: the launcher's supervisor runs this process as its one rank,
+    // and starts it again (resuming from the checkpoints) when it dies.
+    Comm *c = NULL;
+    if (a.max_restarts) c = comm_launch(&(CommConfig){.np = 1, .timeout_s = 60,
+                                                      .max_restarts = a.max_restarts});
     Ctx ctx;
     ctx_init(&ctx, dev, a.threads, a.device_mem);
     train_run(&a, &ctx, NULL);
     ctx_destroy(&ctx);
+    comm_finalize(c);
     return 0;
 }

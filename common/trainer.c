@@ -1,4 +1,5 @@
 // trainer.c — the training loop shared by build/train and the stage drivers.
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ void train_args_default(TrainArgs *a) {
     a->precision = "fp32";
     a->loss_scale = 65536;
     a->loss_scale_window = 2000;
+    a->ckpt_keep = 2;
 }
 
 int train_flags(TrainArgs *a, Flag *rows) {
@@ -70,6 +72,12 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_DOUBLE("--loss-scale", &a->loss_scale, 1, 16777216, "mixed-fp16: the initial loss scale (dynamic: halved on overflow, doubled after --loss-scale-window good steps)"),
         F_INT("--loss-scale-window", &a->loss_scale_window, 1, 1 << 30, "mixed-fp16: good steps before the loss scale doubles"),
         F_INT("--inject-overflow", &a->inject_overflow, 0, 1 << 30, "make step N's gradients overflow (0 = never): the step is skipped"),
+        F_STRING("--ckpt-dir", &a->ckpt_dir, "save sharded checkpoints into this directory (stage 07)"),
+        F_INT("--ckpt-every", &a->ckpt_every, 0, 1 << 30, "with --ckpt-dir: a checkpoint every n steps (0: only at the end)"),
+        F_INT("--ckpt-keep", &a->ckpt_keep, 1, 1 << 20, "with --ckpt-dir: complete checkpoints kept (older ones deleted)"),
+        F_INT("--max-restarts", &a->max_restarts, 0, 1000, "when a rank dies or hangs, restart the job from the latest good checkpoint up to N times (needs --ckpt-dir)"),
+        F_BOOL("--resume", &a->resume, "continue from the newest good checkpoint in --ckpt-dir (from step 0 if it holds none)"),
+        F_STRING("--inject", &a->inject, "fault injection: kill|hang,step=N|random[,rank=R|random][,during=ckpt][,seed=S] (07_fault_tolerance)"),
     };
     int n = FLAG_COUNT(f);
     CHECK(n <= TRAIN_MAX_FLAGS, "TRAIN_MAX_FLAGS too small");
@@ -93,6 +101,12 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (synthetic && cfg->vocab < 4) flags_fail("the synthetic corpus needs --vocab >= 4");
     if (a->recompute_every != 1 && strcmp(a->recompute, "full") != 0)
         flags_fail("--recompute-every %d needs --recompute full", a->recompute_every);
+    if (!a->ckpt_dir && (a->resume || a->ckpt_every || a->max_restarts))
+        flags_fail("%s needs --ckpt-dir", a->resume ? "--resume" : a->ckpt_every ? "--ckpt-every"
+                   : "--max-restarts (a restart resumes from the latest checkpoint)");
+    if (a->ckpt_dir && strcmp(a->precision, "fp8") == 0)
+        flags_fail("--ckpt-dir with --precision fp8: the fp8 scales' histories are not "
+                   "checkpointed yet");
 }
 
 // Rank 0 writes the whole model's weights (a sharded strategy gathers them first:
@@ -157,6 +171,68 @@ static double mfu_peak(const TrainArgs *a, const Ctx *ctx, const TrainHooks *h, 
     return core * 1e9 * used * machines;
 }
 
+// Checkpoints (stage 07): what this rank holds, and where the run starts: step 0,
+// or the step of the newest good checkpoint when resuming (its state loaded).
+static int ckpt_begin(const TrainArgs *a, const TrainHooks *h, GPT *g, AdamW *opt, TrainState *st,
+                      CkptConfig *cc, CkptP2P *p2p, LossScaler *scaler, long *overflows, DataLoader *dl,
+                      int drank, int dworld) {
+    const TrainStrategy *S = h ? h->strategy : NULL;
+    if (S && !S->state) flags_fail("--ckpt-dir: this parallel layout cannot be checkpointed yet");
+    if (S) {
+        S->state(g, st, S->arg);
+    } else {  // every data-parallel replica holds the same: each saves its share
+        train_state_add(st, ST_PARAMS, g, 0, g->n_params, g->params, dworld, drank);
+        train_state_add_opt(st, opt, g, dworld, drank);
+    }
+    *cc = (CkptConfig){.dir = a->ckpt_dir, .keep = a->ckpt_keep, .rank = h ? h->rank : 0,
+                       .world = h ? h->world : 1, .recipe = a->precision, .seed = a->seed};
+    if (S && S->sum) {
+        cc->sum = S->sum;
+        cc->sum_arg = S->arg;
+    } else if (cc->world > 1) {
+        CHECK(h->comm && h->group, "a driver of %d ranks set no TrainHooks.comm", cc->world);
+        *p2p = (CkptP2P){h->comm, h->group};
+        cc->sum = ckpt_sum_p2p;
+        cc->sum_arg = p2p;
+    }
+    snprintf(cc->layout, sizeof cc->layout, "%s", h && h->layout ? h->layout : "1 process");
+    // A directory that cannot hold checkpoints fails now, not at the first save.
+    CHECK(cc->rank != 0 || ckpt_mkdirs(a->ckpt_dir) == 0, "--ckpt-dir %s: cannot create or "
+          "write it: %s", a->ckpt_dir, strerror(errno));
+    // A job the supervisor restarted (comm.c) resumes, as --resume does.
+    const char *restart = getenv("COURSE_RESTART");
+    if (!a->resume && !(restart && atoi(restart) > 0)) return 0;
+    TrainProgress p;
+    char err[4096];
+    int r = ckpt_load(cc, st, &p, err, sizeof err);
+    CHECK(r >= 0, "--resume: %s", err);
+    if (r == 0) {
+        if (cc->rank == 0) log_info("--resume: no checkpoint in %s yet: starting at step 0", a->ckpt_dir);
+        return 0;
+    }
+    CHECK(p.step <= (uint64_t)a->steps, "--resume: the checkpoint is of step %llu, past --steps %d",
+          (unsigned long long)p.step, a->steps);
+    resume_restore(&p, st, scaler, overflows, dl);
+    int reached = ckpt_noted_step(a->ckpt_dir);
+    if (cc->rank == 0 && reached > (int)p.step)
+        log_info("the run that stopped had reached step %d: %d step%s lost, to be trained again",
+                 reached, reached - (int)p.step, reached - (int)p.step == 1 ? "" : "s");
+    return (int)p.step;
+}
+
+static void ckpt_step(const TrainArgs *a, const CkptConfig *cc, const TrainState *st, int step,
+                      const LossScaler *scaler, long overflows, const DataLoader *dl) {
+    TrainProgress p;
+    resume_capture(&p, (uint64_t)step, a->seed, a->precision, st, scaler, overflows, dl);
+    char err[4096];
+    double t0 = now_seconds();
+    if (ckpt_save(cc, st, &p, err, sizeof err) != 0)  // training goes on: the older ones are intact
+        log_warn("checkpoint of step %d NOT saved: %s", step, err);
+    else if (cc->rank == 0)
+        log_info("checkpoint step %d saved to %s in %.1f ms", step, a->ckpt_dir,
+                 (now_seconds() - t0) * 1e3);
+}
+
 TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     GPTConfig cfg;
     train_resolve(a, &cfg);
@@ -204,6 +280,17 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     }
     int pipeline = S && S->run_micro_batches;
     if (!pipeline) gpt_alloc_acts(&g, B, T);
+    TrainState st = {0};
+    CkptConfig cc = {0};
+    CkptP2P p2p;
+    Fault fault = {0};
+    char ferr[300];
+    CHECK(!a->inject || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0, "%s", ferr);
+    const char *restart = getenv("COURSE_RESTART");  // a fault strikes in its attempt only
+    if (restart && atoi(restart) != fault.attempt) fault.kind = FAULT_NONE;
+    int start = a->ckpt_dir ? ckpt_begin(a, h, &g, &opt, &st, &cc, &p2p, &scaler, &overflows, &dl,
+                                         drank, dworld) : 0;
+    cc.fault = &fault;
 
     double fpt = gpt_flops_per_token(&cfg, T);
 
@@ -227,7 +314,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     CHECK(inputs && targets && step_ms, "out of host memory");
     float first_loss = 0, loss = 0;
     double tokens_per_step = (double)B * T * accum * dworld;
-    for (int step = 0; step < steps; step++) {
+    for (int step = start; step < steps; step++) {
+        fault_at_step(&fault, rank, step + 1);
         ctx->ops->synchronize(ctx);
         double t0 = now_seconds();
         if (!S) gpt_zero_grad(&g);
@@ -265,8 +353,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         double dt = now_seconds() - t0;
         loss = (float)(loss_sum / accum);  // this rank's loss (printed by rank 0)
         CHECK(isfinite(loss), "step %d: the loss is %f; training diverged", step + 1, loss);
-        if (step == 0) first_loss = loss;
-        step_ms[step] = dt * 1e3;
+        if (step == start) first_loss = loss;
+        step_ms[step - start] = dt * 1e3;
         double tok_s = tokens_per_step / dt;
         if (!quiet && ((step + 1) % a->log_every == 0 || step == 0 || step + 1 == steps)) {
             char mem[256];
@@ -280,13 +368,16 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                      "peak %s%s", step + 1, steps, loss, norm, dt * 1e3, tok_s,
                      100.0 * tok_s * fpt / peak, mem, extra);
         }
+        if (a->ckpt_dir && rank == 0) ckpt_note_step(a->ckpt_dir, step + 1);
+        if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == steps))
+            ckpt_step(a, &cc, &st, step + 1, &scaler, overflows, &dl);
     }
 
     // Summary: medians over the steps after the warm-up.
-    int w = a->warmup < steps ? a->warmup : 0;
+    int ran = steps - start, w = a->warmup < ran ? a->warmup : 0;
     TrainResult res;
-    res.ms_per_step = median(step_ms + w, steps - w);
-    res.tokens_per_s = tokens_per_step / (res.ms_per_step * 1e-3);
+    res.ms_per_step = ran > 0 ? median(step_ms + w, ran - w) : 0;
+    res.tokens_per_s = ran > 0 ? tokens_per_step / (res.ms_per_step * 1e-3) : 0;
     res.gflops = res.tokens_per_s * fpt * 1e-9;
     res.mfu = peak > 0 ? res.tokens_per_s * fpt / peak : 0;
     res.first_loss = first_loss;
@@ -312,6 +403,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     if (a->save_params) save_params(a->save_params, &g, S, rank);
 
     free(inputs); free(targets); free(step_ms);
+    train_state_free(&st);
     if (S) S->destroy(&g, S->arg);
     else adamw_free(&opt, &g);
     gpt_free(&g);

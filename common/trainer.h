@@ -5,6 +5,8 @@
 #pragma once
 #include <stddef.h>
 
+#include "checkpoint.h"
+#include "comm.h"
 #include "ctx.h"
 #include "flags.h"
 #include "model.h"
@@ -23,9 +25,18 @@ typedef struct {
     double lr, beta1, beta2, weight_decay, grad_clip, peak_tflops;
     unsigned long long seed;
     size_t device_mem;
+    // Checkpoints (stage 07): saved into ckpt_dir every ckpt_every steps and at the
+    // end, the last ckpt_keep kept; resume: continue from the newest good one.
+    const char *ckpt_dir;
+    int ckpt_every, ckpt_keep, resume;
+    // The launcher's supervisor starts a job whose rank died up to max_restarts times
+    // again (CommConfig.max_restarts); a restarted job resumes from its checkpoints.
+    int max_restarts;
+    // Fault injection (stage 07's faults.c): "kill,step=8,rank=1" and the like.
+    const char *inject;
 } TrainArgs;
 
-#define TRAIN_MAX_FLAGS 32
+#define TRAIN_MAX_FLAGS 40
 void train_args_default(TrainArgs *a);
 // Writes the training flags into rows (room for TRAIN_MAX_FLAGS); returns how many.
 int train_flags(TrainArgs *a, Flag *rows);
@@ -58,6 +69,14 @@ typedef struct {
     // The whole model's weights into host memory `out`, gpt_num_params(&g->cfg)
     // floats in the single-process layout (every rank calls it).
     void (*gather_params)(GPT *g, float *out, void *arg);
+    // What this rank holds, for a checkpoint (stage 07): its weights, moments and
+    // masters as views of the flat layout, and its optimizers. NULL: the strategy
+    // cannot be checkpointed (the trainer refuses --ckpt-dir).
+    void (*state)(GPT *g, TrainState *st, void *arg);
+    // The sum over every rank that a checkpoint's agreements need (checkpoint.h's
+    // CkptSum), where the strategy's progress thread owns the Comm; NULL: the
+    // trainer's own, point to point over TrainHooks.comm.
+    void (*sum)(float *buf, int n, void *arg);
     void (*destroy)(GPT *g, void *arg);
     void *arg;
 } TrainStrategy;
@@ -81,6 +100,11 @@ typedef struct {
     void *arg;
     const char *label;    // "1 process", "DDP over 4 ranks (ring)", ...
     const TrainStrategy *strategy;  // NULL: the whole model on every rank
+    // Checkpoints: the job's ranks (a save and a load are collectives over them),
+    // and the layout the manifest records ("dp=2 tp=2 pp=1 zero=0"). NULL: one process.
+    Comm *comm;
+    const Group *group;
+    const char *layout;
 } TrainHooks;
 
 typedef struct {

@@ -99,7 +99,7 @@ run() {  # run NAME COMMAND...
 }
 
 core() {
-    for t in dtype rng ledger flags safetensors ops model; do
+    for t in dtype rng ledger flags json safetensors ops model; do
         run "$t" "$BUILD/tests/test_$t"
     done
     run cli bash tests/test_cli.sh "$BUILD"

@@ -1,0 +1,115 @@
+// faults.c — faults a run gives itself on purpose (checkpoint.h's --inject), so
+// that a test can kill a rank at step 8, or in the middle of writing the step-6
+// checkpoint, and check what the restart recovers. Random choices come from the
+// core's generator and a seed: a failing trial reruns exactly.
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "checkpoint.h"
+#include "rng.h"
+
+// "random" draws from [lo, hi]; else a number in that range.
+static int number(const char *key, const char *v, int lo, int hi, Rng *r, int *out, char *err,
+                  size_t errn) {
+    if (strcmp(v, "random") == 0) {
+        *out = lo + (int)rng_below(r, (uint32_t)(hi - lo + 1));
+        return 0;
+    }
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) {
+        snprintf(err, errn, "--inject: %s=%s is not a number in [%d, %d] or \"random\"", key, v, lo, hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, size_t errn) {
+    memset(f, 0, sizeof *f);
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf) {
+        snprintf(err, errn, "--inject: the spec is longer than %zu characters", sizeof buf - 1);
+        return -1;
+    }
+    char *save, *kind = strtok_r(buf, ",", &save);
+    if (!kind || (strcmp(kind, "kill") && strcmp(kind, "hang"))) {
+        snprintf(err, errn, "--inject %s: the fault is kill or hang (e.g. kill,step=8,rank=1)", spec);
+        return -1;
+    }
+    f->kind = strcmp(kind, "kill") == 0 ? FAULT_KILL : FAULT_HANG;
+    // The seed first, wherever it is written: it fixes every "random".
+    unsigned long long seed = 1;
+    const char *step = NULL, *rank = "0", *during = NULL, *attempt = "0";
+    for (char *kv = strtok_r(NULL, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) goto bad_key;
+        *eq = 0;
+        const char *v = eq + 1;
+        if (strcmp(kv, "step") == 0) step = v;
+        else if (strcmp(kv, "rank") == 0) rank = v;
+        else if (strcmp(kv, "during") == 0) during = v;
+        else if (strcmp(kv, "seed") == 0) seed = strtoull(v, NULL, 10);
+        else if (strcmp(kv, "attempt") == 0) attempt = v;
+        else goto bad_key;
+        continue;
+    bad_key:
+        snprintf(err, errn, "--inject %s: \"%s\" is not step=, rank=, during=, attempt= or seed=",
+                 spec, kv);
+        return -1;
+    }
+    if (!step) {
+        snprintf(err, errn, "--inject %s: which step? (step=N or step=random)", spec);
+        return -1;
+    }
+    Rng r;
+    rng_seed(&r, seed);
+    if (number("step", step, 1, steps, &r, &f->step, err, errn) ||
+        number("rank", rank, 0, world - 1, &r, &f->rank, err, errn) ||
+        number("attempt", attempt, 0, 1000, &r, &f->attempt, err, errn))
+        return -1;
+    if (during && strcmp(during, "ckpt") != 0) {
+        snprintf(err, errn, "--inject %s: during=%s: the only place is during=ckpt", spec, during);
+        return -1;
+    }
+    f->during_ckpt = during != NULL;
+    if (f->kind == FAULT_HANG && world == 1) {
+        snprintf(err, errn, "--inject %s: a hang is noticed by the ranks that wait for the hung "
+                 "one (their timeout); one process has none: use 2 or more ranks", spec);
+        return -1;
+    }
+    if (f->during_ckpt && f->kind != FAULT_KILL) {
+        snprintf(err, errn, "--inject %s: during=ckpt is for kill", spec);
+        return -1;
+    }
+    return 0;
+}
+
+static void strike(const Fault *f, int rank, const char *where) {
+    fprintf(stderr, "warning: rank %d: injected %s %s (--inject)\n", rank,
+            f->kind == FAULT_KILL ? "death" : "hang", where);
+    fflush(NULL);
+    if (f->kind == FAULT_KILL) raise(SIGKILL);
+    for (;;) pause();  // a hang: alive, silent, until someone kills it
+}
+
+void fault_at_step(const Fault *f, int rank, int step) {
+    if (f->kind != FAULT_NONE && !f->during_ckpt && f->rank == rank && f->step == step) {
+        char where[64];
+        snprintf(where, sizeof where, "as step %d begins", step);
+        strike(f, rank, where);
+    }
+}
+
+void fault_in_ckpt(const Fault *f, int rank, uint64_t step) {
+    if (f && f->kind != FAULT_NONE && f->during_ckpt && f->rank == rank && (uint64_t)f->step == step) {
+        char where[96];
+        snprintf(where, sizeof where, "after writing its shard of the step-%llu checkpoint",
+                 (unsigned long long)step);
+        strike(f, rank, where);
+    }
+}

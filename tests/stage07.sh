@@ -1,0 +1,290 @@
+# tests/stage07.sh — stage 07's suite, sourced by tests/run.sh (which defines
+# `run NAME COMMAND...`, $BUILD, $PY and $log).
+
+export S7_DIR="$log/stage07"
+mkdir -p "$S7_DIR"
+# A model that trains in a fraction of a second; 10 steps, a checkpoint every 3.
+S7_TRAIN="--layers 2 --width 32 --heads 4 --seq 16 --vocab 64 --lr 1e-3 --log-every 100 --warmup 0 --steps 10 --peak-tflops 1"
+export S7_TRAIN
+
+# The layouts the kill-and-resume trials cycle through, each with a global batch
+# of 4 sequences: "binary flags".
+s7_layout() {  # s7_layout N
+    case $(($1 % 6)) in
+        0) echo "train --batch 4" ;;
+        1) echo "ddp_train --np 2 --batch 2" ;;
+        2) echo "sharded_train --np 2 --strategy zero3 --batch 2" ;;
+        3) echo "tp_train --np 2 --tp 2 --batch 4" ;;
+        4) echo "sharded_train --np 3 --strategy fsdp --batch 2 --grad-accum 2" ;;
+        5) echo "tp_train --np 4 --tp 2 --batch 2" ;;
+    esac
+}
+export -f s7_layout
+
+# The uninterrupted run of a layout, once: its saved weights.
+s7_reference() {  # s7_reference TAG BIN FLAGS... -> $S7_DIR/ref.TAG.safetensors
+    local tag=$1 f="$S7_DIR/ref.$1"; shift
+    [ -s "$f.safetensors" ] && return 0
+    # shellcheck disable=SC2086
+    "$BUILD/$1" "${@:2}" $S7_TRAIN --save-params "$f.safetensors" >"$f.log" 2>&1 && return 0
+    echo "FAIL s7.reference.$tag  the uninterrupted run failed: $(grep -m1 -i error "$f.log")"
+    return 1
+}
+export -f s7_reference
+
+# Kill a rank (random step and rank, from a seed), resume from the checkpoints, and
+# compare the final weights with the uninterrupted run's: bitwise (cmp).
+s7_trial() {  # s7_trial SEED LAYOUT_INDEX... (one trial per seed, cycling the layouts)
+    local bad=0 seed
+    for seed in "$@"; do
+        local layout bin args tag d="$S7_DIR/trial.$seed"
+        layout=$(s7_layout "$seed")
+        bin=${layout%% *} args=${layout#* }
+        tag=$(echo "$layout" | tr -c 'a-z0-9\n' '_')
+        # shellcheck disable=SC2086
+        s7_reference "$tag" "$bin" $args || return 1
+        rm -rf "$d" && mkdir -p "$d"
+        # shellcheck disable=SC2086
+        "$BUILD/$bin" $args $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 \
+            --inject "kill,step=random,rank=random,seed=$seed" >"$d/kill.log" 2>&1
+        local rc=$? what
+        what=$(grep -ho 'rank [0-9]*: injected death [a-z0-9 -]*' "$d/kill.log" | head -n 1)
+        # shellcheck disable=SC2086
+        if [ "$rc" -eq 0 ] || ! "$BUILD/$bin" $args $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 --resume \
+                --save-params "$d/resumed.safetensors" >"$d/resume.log" 2>&1; then
+            echo "FAIL s7.resume.bitwise.seed$seed  $layout: the kill run exited $rc (it must die), or the resume failed: $(grep -h -m1 -i 'error' "$d/resume.log")"
+            bad=1
+            continue
+        fi
+        local from
+        from=$(grep -ho 'resumed from [^ ]* (step [0-9]*)' "$d/resume.log" | head -n 1 | sed 's#from .*/#from #')
+        if cmp -s "$d/resumed.safetensors" "$S7_DIR/ref.$tag.safetensors"; then
+            echo "PASS s7.resume.bitwise.seed$seed  $layout: ${what:-killed}; ${from:-from step 0}; final weights bitwise those of the uninterrupted run"
+        else
+            echo "FAIL s7.resume.bitwise.seed$seed  $layout: ${what:-killed}; ${from:-from step 0}: the final weights differ from the uninterrupted run's"
+            bad=1
+        fi
+    done
+    return $bad
+}
+export -f s7_trial
+# 24 trials in four groups, so that a failure names its seeds.
+run ft-resume-trials-a s7_trial 1 2 3 4 5 6
+run ft-resume-trials-b s7_trial 7 8 9 10 11 12
+run ft-resume-trials-c s7_trial 13 14 15 16 17 18
+run ft-resume-trials-d s7_trial 19 20 21 22 23 24
+
+# The precisions' own state: mixed-bf16's fp32 masters (the resume must not refill
+# them from the bf16 weights) and mixed-fp16's loss scaler (its scale and counters;
+# an overflow injected at step 2 backs the scale off before the checkpoint at 3).
+s7_precision() {  # s7_precision NAME FLAGS...
+    local name=$1 d="$S7_DIR/prec.$1"; shift
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/train" --batch 2 $S7_TRAIN "$@" --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1 &&
+    "$BUILD/train" --batch 2 $S7_TRAIN "$@" --ckpt-dir "$d/ck" --ckpt-every 3 \
+        --inject kill,step=6 >"$d/kill.log" 2>&1
+    "$BUILD/train" --batch 2 $S7_TRAIN "$@" --ckpt-dir "$d/ck" --resume \
+        --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
+    local scale
+    scale=$(grep -o '"scale": [0-9.e+-]*' "$d/ck/step-00000010/manifest.json" 2>/dev/null | head -n 1)
+    if cmp -s "$d/ref.safetensors" "$d/res.safetensors"; then
+        echo "PASS s7.resume.precision.$name  $*: killed at step 6, resumed from step 3, final weights bitwise (final manifest: $scale)"
+    else
+        echo "FAIL s7.resume.precision.$name  $*: the resumed run's weights differ: $(grep -h -m1 -i error "$d"/*.log)"
+        return 1
+    fi
+}
+run ft-resume-mixed-bf16 s7_precision mixed-bf16 --precision mixed-bf16
+run ft-resume-mixed-fp16 s7_precision mixed-fp16 --precision mixed-fp16 --loss-scale 1024 --loss-scale-window 2 --inject-overflow 2
+run ft-resume-bf16-sr s7_precision bf16-sr --precision bf16-sr
+
+# A rank killed while the step-6 checkpoint is being written: that checkpoint is
+# never published (step-00000006.tmp stays behind, LATEST names step 3), the
+# resume comes from step 3, and the weights still end bitwise.
+s7_kill_in_ckpt() {
+    local d="$S7_DIR/inckpt" ref="$S7_DIR/ref.ddp.safetensors"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >"$d/ref.log" 2>&1
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 \
+        --inject kill,step=6,rank=1,during=ckpt >"$d/kill.log" 2>&1
+    local latest; latest=$(cat "$d/ck/LATEST" 2>/dev/null)
+    if [ "$latest" != "step-00000003" ] || [ -d "$d/ck/step-00000006" ]; then
+        echo "FAIL s7.kill_in_ckpt.unpublished  LATEST is '$latest' and step-00000006 $( [ -d "$d/ck/step-00000006" ] && echo exists || echo "does not exist"): a partial checkpoint was published"
+        return 1
+    fi
+    echo "PASS s7.kill_in_ckpt.unpublished  rank 1 died after writing its step-6 shard: LATEST still names $latest, step-00000006.tmp is not a checkpoint"
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --resume \
+        --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
+    if grep -q 'resumed from .*step-00000003' "$d/res.log" && cmp -s "$d/res.safetensors" "$ref"; then
+        echo "PASS s7.kill_in_ckpt.resume  resumed from step 3; final weights bitwise those of the uninterrupted run"
+    else
+        echo "FAIL s7.kill_in_ckpt.resume  $(grep -h -m1 -E 'resumed|error' "$d/res.log")"
+        return 1
+    fi
+}
+run ft-kill-in-ckpt s7_kill_in_ckpt
+
+# Damage on disk: one flipped byte in a shard, a truncated shard, a deleted
+# manifest. Each is named with its reason and the next older checkpoint used; a
+# directory of only damaged checkpoints is an error, not a fresh start.
+s7_damage() {
+    local d="$S7_DIR/damage" bad=0
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --steps 9 --ckpt-dir "$d/ck" --ckpt-every 3 \
+        --ckpt-keep 3 >"$d/make.log" 2>&1
+    s7_expect() {  # s7_expect NAME REFUSED_PATTERN RESUMED_STEP   (on a copy: the run saves)
+        rm -rf "$d/try" && cp -r "$d/ck" "$d/try"
+        # shellcheck disable=SC2086
+        "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --steps 9 --ckpt-dir "$d/try" --ckpt-keep 3 \
+            --resume >"$d/$1.log" 2>&1
+        local rc=$? refused resumed
+        refused=$(grep -h -m1 'refused' "$d/$1.log" | sed 's/.*refused: //')
+        resumed=$(grep -h -o 'resumed from [^ ]*' "$d/$1.log" | head -n 1 | sed 's#from .*/#from #')
+        if [ "$rc" -eq 0 ] && [[ "$refused" == *$2* ]] && [[ "$resumed" == *"step-0000000$3" ]]; then
+            echo "PASS s7.damage.$1  refused: $refused; $resumed"
+        else
+            echo "FAIL s7.damage.$1  exit $rc; refused: '${refused:-none}' (wanted *$2*); ${resumed:-no resume} (wanted step $3)"
+            bad=1
+        fi
+    }
+    # One byte of rank 1's step-9 shard, in the middle of the tensor data.
+    "$PY" - "$d/ck/step-00000009/rank-00001.safetensors" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[len(b) * 3 // 4] ^= 0x01
+open(p, "wb").write(b)
+PY
+    s7_expect corrupt_byte "rank-00001.safetensors: CRC-32C" 6
+    rm -rf "$d/ck/step-00000009"
+    truncate -s 200 "$d/ck/step-00000006/rank-00000.safetensors"
+    s7_expect truncated "rank-00000.safetensors: 200 bytes, the manifest says" 3
+    rm -rf "$d/ck/step-00000006"
+    rm "$d/ck/step-00000003/manifest.json"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --steps 9 --ckpt-dir "$d/ck" --resume \
+        >"$d/none.log" 2>&1  # (fails before training: nothing is saved)
+    local rc=$?
+    if [ "$rc" -ne 0 ] && grep -q 'step-00000003/manifest.json: cannot open' "$d/none.log" &&
+       grep -q 'failed verification' "$d/none.log"; then
+        echo "PASS s7.damage.no_manifest  exit $rc: $(grep -h -m1 -o 'refused: .*' "$d/none.log"); $(grep -h -m1 -o 'all 1 checkpoint.*' "$d/none.log")"
+    else
+        echo "FAIL s7.damage.no_manifest  exit $rc: a directory of damaged checkpoints must fail, naming the manifest"
+        bad=1
+    fi
+    return $bad
+}
+run ft-damage s7_damage
+
+# Resharding: a checkpoint of one layout resumed in another, the global batch kept
+# at 4: the run ends within 1e-5 (stage 03/04's tolerance: only the summation order
+# differs) of one process that trained all 10 steps.
+s7_reshard() {  # s7_reshard NAME "FROM" "TO"
+    local name=$1 from=$2 to=$3 d="$S7_DIR/reshard.$1" one="$S7_DIR/one.safetensors"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    [ -s "$one" ] || "$BUILD/train" --batch 4 $S7_TRAIN --save-params "$one" >"$d/one.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD"/$from $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 --inject kill,step=8 >"$d/from.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD"/$to $S7_TRAIN --ckpt-dir "$d/ck" --resume --save-params "$d/to.safetensors" \
+        >"$d/to.log" 2>&1
+    if ! grep -q 'resumed from .*step-00000006' "$d/to.log"; then
+        echo "FAIL s7.reshard.$name  $from -> $to: no resume from step 6: $(grep -h -m1 -i error "$d/to.log")"
+        return 1
+    fi
+    "$BUILD/tests/compare_params" "$d/to.safetensors" "$one" 1e-5 "s7.reshard.$name" |
+        sed "s#\$# ($from -> $to at step 6)#"
+}
+run ft-reshard-zero3-to-ddp s7_reshard zero3_np4_to_ddp_np2 "sharded_train --np 4 --strategy zero3 --batch 1" "ddp_train --np 2 --batch 2"
+run ft-reshard-tp2-to-1 s7_reshard tp2_to_1 "tp_train --np 2 --tp 2 --batch 4" "train --batch 4"
+run ft-reshard-1-to-dp2tp2 s7_reshard 1_to_dp2_tp2 "train --batch 4" "tp_train --np 4 --tp 2 --batch 2"
+run ft-reshard-ddp-to-fsdp s7_reshard ddp_np2_to_fsdp_np4 "ddp_train --np 2 --batch 2" "sharded_train --np 4 --strategy fsdp --batch 1"
+
+# The shards are plain safetensors: an independent reader (tests/torch_gpt.py's,
+# not the C one) opens each, and every tensor is F32 and named kind/tensor@r0,c0.
+s7_readable() {
+    local d="$S7_DIR/readable"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/tp_train" --np 2 --tp 2 --batch 4 $S7_TRAIN --steps 2 --ckpt-dir "$d/ck" >"$d/run.log" 2>&1
+    "$PY" - "$d/ck/step-00000002" <<'PY'
+import glob, json, os, re, sys
+sys.path.insert(0, "tests")
+from torch_gpt import load_safetensors
+d = sys.argv[1]
+m = json.load(open(os.path.join(d, "manifest.json")))
+n = 0
+for f in m["files"]:
+    t, _ = load_safetensors(os.path.join(d, f["name"]))
+    for k, v in t.items():
+        assert re.fullmatch(r"(params|exp_avg|exp_avg_sq|master)/[a-z0-9_.]+@\d+,\d+", k), k
+        assert str(v.dtype) == "float32" and v.ndim == 2, (k, v.dtype, v.shape)
+    assert len(t) == len(f["pieces"]), (f["name"], len(t), len(f["pieces"]))
+    n += len(t)
+print(f"PASS s7.shards_readable  {len(m['files'])} shards, {n} tensors opened by Python's reader; "
+      f"each listed in the manifest with its rectangle")
+PY
+}
+run ft-readable s7_readable
+
+# Bad input is refused before any work, naming the flag or the reason.
+s7_refuse() {  # s7_refuse NAME PATTERN BINARY FLAGS...
+    local name=$1 pat=$2 bin=$3 f="$S7_DIR/refuse.$1.log"; shift 3
+    # shellcheck disable=SC2086
+    "$BUILD/$bin" $S7_TRAIN "$@" >"$f" 2>&1
+    local rc=$?
+    if [ "$rc" -ne 0 ] && grep -qF -- "$pat" "$f"; then
+        echo "PASS s7.refuse.$name  exit $rc: $(grep -h -m1 -F -- "$pat" "$f" | cut -c1-200)"
+    else
+        echo "FAIL s7.refuse.$name  exit $rc, wanted a message with '$pat': $(tail -n 1 "$f")"
+        return 1
+    fi
+}
+run ft-refuse-resume-nodir s7_refuse resume_needs_dir "--resume needs --ckpt-dir" train --resume
+run ft-refuse-pp s7_refuse pp "pipelines are not checkpointed yet" pp_train --np 2 --pp 2 --ckpt-dir "$S7_DIR/pp"
+run ft-refuse-dir s7_refuse unwritable_dir "--ckpt-dir /proc/stage07: cannot create" train --ckpt-dir /proc/stage07
+run ft-refuse-inject s7_refuse inject_bad "--inject: step=99 is not a number in [1, 10]" train --inject kill,step=99
+s7_refuse_other() {  # a checkpoint of another model or recipe is not silently used
+    local d="$S7_DIR/other"
+    rm -rf "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/train" $S7_TRAIN --steps 2 --ckpt-dir "$d" >/dev/null 2>&1
+    s7_refuse other_recipe "was trained with --precision fp32 --seed 1; this run asks for --precision mixed-bf16" train --ckpt-dir "$d" \
+        --resume --precision mixed-bf16
+    s7_refuse other_model "is of another model (L=2 C=32" train --ckpt-dir "$d" --resume --layers 3
+}
+run ft-refuse-other s7_refuse_other
+
+# The supervisor (--max-restarts): a rank killed at step 8 takes the job down, the
+# launcher names it and starts every rank again; the job resumes from step 6, says
+# what the failure cost, and ends bitwise where the uninterrupted run ends. A hung
+# rank is noticed by the other's timeout (stage 02's diagnostic), killed, and the
+# job restarted the same way.
+s7_supervisor() {  # s7_supervisor NAME FAULT TIMEOUT
+    local name=$1 fault=$2 d="$S7_DIR/sup.$1" ref="$S7_DIR/ref.ddp.safetensors"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    [ -s "$ref" ] || "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 --max-restarts 2 \
+        --inject "$fault" --timeout "$3" --save-params "$d/out.safetensors" >"$d/run.log" 2>&1
+    local rc=$? how lost
+    how=$(grep -h -m1 -E 'was killed by signal|error: timeout' "$d/run.log" | sed 's/.*\(launcher: \|error: \)//' | cut -c1-90)
+    lost=$(grep -h -m1 -o 'had reached step [0-9]*: [0-9]* steps\? lost' "$d/run.log")
+    if [ "$rc" -eq 0 ] && grep -q 'supervisor: attempt 1 failed' "$d/run.log" &&
+       grep -q 'supervisor: the job finished after 1 restart' "$d/run.log" &&
+       grep -q 'resumed from .*step-0000000' "$d/run.log" && cmp -s "$d/out.safetensors" "$ref"; then
+        echo "PASS s7.supervisor.$name  --inject $fault: $how; restarted once; $lost; final weights bitwise"
+    else
+        echo "FAIL s7.supervisor.$name  exit $rc: $(grep -h -E 'supervisor|resumed' "$d/run.log" | tr '\n' ' ' | cut -c1-300)"
+        return 1
+    fi
+}
+run ft-supervisor-kill s7_supervisor kill "kill,step=8,rank=1" 5
+run ft-supervisor-hang s7_supervisor hang "hang,step=5,rank=1" 1
+run ft-refuse-hang-alone s7_refuse hang_alone "one process has none: use 2 or more ranks" train --inject hang,step=2
+run ft-refuse-restarts-nodir s7_refuse restarts_need_dir "--max-restarts (a restart resumes from the latest checkpoint) needs --ckpt-dir" train --max-restarts 1
