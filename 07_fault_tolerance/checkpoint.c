@@ -1,4 +1,6 @@
-// checkpoint.c — saving and loading sharded checkpoints (checkpoint.h).
+// checkpoint.c — what saving and loading share (checkpoint.h): the training
+// state's views, the file system, the checkpoint directory, the collectives.
+// The save itself is ckpt_save.c, the load ckpt_load.c.
 //
 // Save, a collective:
 //   1. rank 0 makes DIR/step-N.tmp/ (removing one a crash left behind)
@@ -19,7 +21,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,16 +222,6 @@ void ckpt_broadcast_name(const CkptConfig *cc, char name[256]) {
     name[255] = 0;
 }
 
-// ---------------------------------------------------------------- save
-
-static int errorf(char *err, size_t errn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int errorf(char *err, size_t errn, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 int ckpt_crc_of_file(const char *path, uint64_t *bytes, uint32_t *crc) {
     FILE *f = fopen(path, "rb");
@@ -249,166 +240,4 @@ int ckpt_crc_of_file(const char *path, uint64_t *bytes, uint32_t *crc) {
     free(buf);
     fclose(f);
     return rc;
-}
-
-// This rank's file: its share of every view, as rectangles. Returns its manifest
-// entry (malloc'd) or NULL with a message.
-static char *write_shard(const CkptConfig *cc, const TrainState *st, const char *tmpdir,
-                         char *err, size_t errn) {
-    int nt = 0, cap = 0;
-    StTensor *t = NULL;
-    StateKind *kinds = NULL;
-    CkptBox *all = NULL;
-    float **bufs = NULL;
-    const GPT *g0 = st->n_views ? st->views[0].g : NULL;
-    for (int v = 0; v < st->n_views; v++) {
-        const StateView *V = &st->views[v];
-        // The share of replica k of n: [lo + k*len/n, lo + (k+1)*len/n).
-        size_t len = V->hi - V->lo;
-        size_t a = V->lo + len * (size_t)V->replica / (size_t)V->replicas;
-        size_t b = V->lo + len * (size_t)(V->replica + 1) / (size_t)V->replicas;
-        if (b <= a) continue;
-        float *host = malloc((b - a) * sizeof(float));
-        CHECK(host, "out of host memory");
-        V->g->ctx->ops->to_host(V->g->ctx, host, V->data + (a - V->lo), (b - a) * sizeof(float));
-        CkptBox *boxes;
-        int n = ckpt_boxes(V->g, a, b, &boxes);
-        if (nt + n > cap) {
-            cap = 2 * (nt + n);
-            t = realloc(t, (size_t)cap * sizeof *t);
-            kinds = realloc(kinds, (size_t)cap * sizeof *kinds);
-            all = realloc(all, (size_t)cap * sizeof *all);
-            bufs = realloc(bufs, (size_t)cap * sizeof *bufs);
-            CHECK(t && kinds && all && bufs, "out of host memory");
-        }
-        for (int i = 0; i < n; i++) {
-            const CkptBox *x = &boxes[i];
-            // What a tensor-parallel group replicates (LayerNorms, wpe, the biases
-            // added after a reduction), its rank 0 saves alone.
-            if (V->g->tp.size > 1 && V->g->tp.rank != 0 &&
-                V->g->slices[x->slice].split == SPLIT_NONE)
-                continue;
-            float *p = malloc((size_t)(x->nr * x->nc) * sizeof(float));
-            CHECK(p, "out of host memory");
-            for (int64_t r = 0; r < x->nr; r++)
-                memcpy(p + r * x->nc, host + x->local + (size_t)r * x->stride, (size_t)x->nc * sizeof(float));
-            StTensor *T = &t[nt];
-            memset(T, 0, sizeof *T);
-            ckpt_key(V->kind, V->g->slices[x->slice].name, x->r0, x->c0, T->name, sizeof T->name);
-            T->dtype = DT_F32;
-            T->ndim = 2;
-            T->shape[0] = x->nr;
-            T->shape[1] = x->nc;
-            T->data = p;
-            T->nbytes = (size_t)(x->nr * x->nc) * sizeof(float);
-            kinds[nt] = V->kind;
-            all[nt] = *x;
-            bufs[nt++] = p;
-        }
-        free(boxes);
-        free(host);
-    }
-    char file[64], path[4300];
-    snprintf(file, sizeof file, "rank-%05d.safetensors", cc->rank);
-    snprintf(path, sizeof path, "%s/%s", tmpdir, file);
-    char step_meta[32];
-    StMeta meta[2] = {{"format", "course-ckpt-1 shard"}, {"rank", step_meta}};
-    snprintf(step_meta, sizeof step_meta, "%d", cc->rank);
-    char *entry = NULL;
-    uint64_t bytes;
-    uint32_t crc;
-    if (st_save(path, t, nt, meta, 2, err, errn) == 0) {
-        if (ckpt_crc_of_file(path, &bytes, &crc) != 0) {
-            errorf(err, errn, "%s: reading it back failed: %s", path, strerror(errno));
-        } else {
-            JsonBuf b = {0};
-            manifest_file_entry(&b, file, cc->rank, bytes, crc, g0, kinds, all, nt);
-            entry = b.s;
-        }
-    }
-    for (int i = 0; i < nt; i++) free(bufs[i]);
-    free(bufs); free(t); free(kinds); free(all);
-    return entry;
-}
-
-// Rank 0: every rank's entry, joined for the manifest's "files"; the entry files
-// are deleted (the manifest holds them now).
-static char *gather_entries(const char *tmpdir, int world, char *err, size_t errn) {
-    JsonBuf b = {0};
-    for (int r = 0; r < world; r++) {
-        char side[4300];
-        snprintf(side, sizeof side, "%s/rank-%05d.entry", tmpdir, r);
-        FILE *f = fopen(side, "rb");
-        if (!f) {
-            errorf(err, errn, "rank %d's entry %s is missing: %s", r, side, strerror(errno));
-            jb_free(&b);
-            return NULL;
-        }
-        char chunk[4096];
-        size_t k;
-        if (r) jb_printf(&b, ",\n  ");
-        while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) jb_printf(&b, "%.*s", (int)k, chunk);
-        fclose(f);
-        unlink(side);
-    }
-    return b.s;
-}
-
-// Deletes complete checkpoints beyond the newest `keep` (rank 0, after publishing).
-static void prune(const CkptConfig *cc) {
-    uint64_t *steps;
-    int n = ckpt_list(cc->dir, &steps);
-    for (int i = cc->keep; i < n; i++) {
-        char name[64], path[4200];
-        ckpt_step_name(steps[i], name, sizeof name);
-        snprintf(path, sizeof path, "%s/%s", cc->dir, name);
-        ckpt_remove_tree(path);
-    }
-    free(steps);
-}
-
-int ckpt_save(const CkptConfig *cc, const TrainState *st, const TrainProgress *p, char *err,
-              size_t errn) {
-    char name[64], tmpdir[4200];
-    ckpt_step_name(p->step, name, sizeof name);
-    snprintf(tmpdir, sizeof tmpdir, "%s/%s.tmp", cc->dir, name);
-    err[0] = 0;
-    int ok = 1;
-    if (cc->rank == 0) {
-        ckpt_remove_tree(tmpdir);  // a save that crashed here before
-        if (ckpt_mkdirs(cc->dir) != 0 || mkdir(tmpdir, 0755) != 0) {
-            errorf(err, errn, "cannot create %s: %s", tmpdir, strerror(errno));
-            ok = 0;
-        }
-    }
-    if (!ckpt_agree(cc, ok)) {
-        if (!err[0]) errorf(err, errn, "checkpoint step %" PRIu64 ": rank 0 could not create %s",
-                            p->step, tmpdir);
-        return -1;
-    }
-    // Each rank's entry for the manifest goes beside its shard, for rank 0 to read.
-    char *entry = write_shard(cc, st, tmpdir, err, errn), *files = NULL, side[4300];
-    snprintf(side, sizeof side, "%s/rank-%05d.entry", tmpdir, cc->rank);
-    ok = entry && fs_posix()->write_file(fs_posix(), side, entry, strlen(entry)) == 0;
-    if (entry && !ok) errorf(err, errn, "writing %s failed: %s", side, strerror(errno));
-    free(entry);
-    fault_in_ckpt(cc->fault, cc->rank, p->step);
-    ok = ckpt_agree(cc, ok);
-    if (cc->rank == 0 && ok) ok = (files = gather_entries(tmpdir, cc->world, err, errn)) != NULL;
-    if (cc->rank == 0 && ok) {
-        JsonBuf m = {0};
-        manifest_write(&m, p->step, cc->world, cc->layout, st->views[0].g, p, files);
-        ok = ckpt_publish(fs_posix(), cc->dir, name, m.s, m.len, err, errn) == 0;
-        jb_free(&m);
-        if (ok) prune(cc);
-    }
-    free(files);
-    ok = ckpt_agree(cc, ok);  // the outcome, to every rank
-    if (!ok) {
-        if (!err[0]) errorf(err, errn, "checkpoint step %" PRIu64 " failed on another rank "
-                            "(see its message); the previous checkpoints are intact", p->step);
-        if (cc->rank == 0) ckpt_remove_tree(tmpdir);
-        return -1;
-    }
-    return 0;
 }

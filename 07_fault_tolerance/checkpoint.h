@@ -105,6 +105,20 @@ typedef struct {
 // ones are intact, and every rank returns -1).
 int ckpt_save(const CkptConfig *cc, const TrainState *st, const TrainProgress *p, char *err,
               size_t errn);
+// The same in two halves (ckpt_save.c): start copies this rank's state to host
+// memory and writes it, on a thread of its own when async; finish (at the next
+// step) waits for the writer and publishes. Both are collectives.
+typedef struct CkptSave CkptSave;
+typedef struct {
+    double snapshot_ms;     // the copy to host memory (training waits for it)
+    double write_ms;        // writing the shard (in the background when async)
+    double wait_ms;         // finish's wait for the writer (training waits for it)
+    size_t bytes;           // this rank's shard's tensor bytes
+    int async;
+} CkptSaveStats;
+int ckpt_save_start(const CkptConfig *cc, const TrainState *st, const TrainProgress *p, int async,
+                    CkptSave **out, char *err, size_t errn);
+int ckpt_save_finish(CkptSave *s, CkptSaveStats *stats, char *err, size_t errn);
 // Finds the newest complete checkpoint in cc->dir that verifies, and loads this
 // rank's views and p from it (a collective). Returns 1 when loaded, 0 when the
 // directory holds no checkpoint (a fresh start), -1 with a message when it holds

@@ -74,6 +74,7 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_INT("--inject-overflow", &a->inject_overflow, 0, 1 << 30, "make step N's gradients overflow (0 = never): the step is skipped"),
         F_STRING("--ckpt-dir", &a->ckpt_dir, "save sharded checkpoints into this directory (stage 07)"),
         F_INT("--ckpt-every", &a->ckpt_every, 0, 1 << 30, "with --ckpt-dir: a checkpoint every n steps (0: only at the end)"),
+        F_BOOL("--ckpt-async", &a->ckpt_async, "with --ckpt-dir: copy the state to host memory and write it on a thread while training goes on"),
         F_INT("--ckpt-keep", &a->ckpt_keep, 1, 1 << 20, "with --ckpt-dir: complete checkpoints kept (older ones deleted)"),
         F_INT("--max-restarts", &a->max_restarts, 0, 1000, "when a rank dies or hangs, restart the job from the latest good checkpoint up to N times (needs --ckpt-dir)"),
         F_BOOL("--resume", &a->resume, "continue from the newest good checkpoint in --ckpt-dir (from step 0 if it holds none)"),
@@ -101,8 +102,9 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (synthetic && cfg->vocab < 4) flags_fail("the synthetic corpus needs --vocab >= 4");
     if (a->recompute_every != 1 && strcmp(a->recompute, "full") != 0)
         flags_fail("--recompute-every %d needs --recompute full", a->recompute_every);
-    if (!a->ckpt_dir && (a->resume || a->ckpt_every || a->max_restarts))
+    if (!a->ckpt_dir && (a->resume || a->ckpt_every || a->max_restarts || a->ckpt_async))
         flags_fail("%s needs --ckpt-dir", a->resume ? "--resume" : a->ckpt_every ? "--ckpt-every"
+                   : a->ckpt_async ? "--ckpt-async"
                    : "--max-restarts (a restart resumes from the latest checkpoint)");
     if (a->ckpt_dir && strcmp(a->precision, "fp8") == 0)
         flags_fail("--ckpt-dir with --precision fp8: the fp8 scales' histories are not "
@@ -220,17 +222,45 @@ static int ckpt_begin(const TrainArgs *a, const TrainHooks *h, GPT *g, AdamW *op
     return (int)p.step;
 }
 
-static void ckpt_step(const TrainArgs *a, const CkptConfig *cc, const TrainState *st, int step,
-                      const LossScaler *scaler, long overflows, const DataLoader *dl) {
+// A checkpoint in two halves (ckpt_save.c): start at the end of a step, finish
+// at once (sync) or after the next step (--ckpt-async: the writing overlaps that
+// step's compute). The training's stall is the time spent in both calls.
+typedef struct {
+    CkptSave *save;
+    int step;
+    double stall_ms;
+} PendingCkpt;
+
+static void ckpt_finish(const CkptConfig *cc, PendingCkpt *pc) {
+    if (!pc->save) return;
+    CkptSaveStats s;
+    char err[4096];
+    double t0 = now_seconds();
+    int rc = ckpt_save_finish(pc->save, &s, err, sizeof err);
+    pc->save = NULL;
+    pc->stall_ms += (now_seconds() - t0) * 1e3;
+    if (rc != 0)  // training goes on: the older checkpoints are intact
+        log_warn("checkpoint of step %d NOT saved: %s", pc->step, err);
+    else if (cc->rank == 0)
+        log_info("checkpoint step %d saved to %s: %.2f MB from rank 0 | snapshot %.1f ms, write "
+                 "%.1f ms%s | training stalled %.1f ms", pc->step, cc->dir, s.bytes / 1e6,
+                 s.snapshot_ms, s.write_ms, s.async ? " in the background" : "", pc->stall_ms);
+}
+
+static void ckpt_start(const TrainArgs *a, const CkptConfig *cc, const TrainState *st, int step,
+                       const LossScaler *scaler, long overflows, const DataLoader *dl,
+                       PendingCkpt *pc) {
+    ckpt_finish(cc, pc);  // one save in flight at most
     TrainProgress p;
     resume_capture(&p, (uint64_t)step, a->seed, a->precision, st, scaler, overflows, dl);
     char err[4096];
     double t0 = now_seconds();
-    if (ckpt_save(cc, st, &p, err, sizeof err) != 0)  // training goes on: the older ones are intact
+    if (ckpt_save_start(cc, st, &p, a->ckpt_async, &pc->save, err, sizeof err) != 0) {
         log_warn("checkpoint of step %d NOT saved: %s", step, err);
-    else if (cc->rank == 0)
-        log_info("checkpoint step %d saved to %s in %.1f ms", step, a->ckpt_dir,
-                 (now_seconds() - t0) * 1e3);
+        return;
+    }
+    *pc = (PendingCkpt){pc->save, step, (now_seconds() - t0) * 1e3};
+    if (!a->ckpt_async) ckpt_finish(cc, pc);
 }
 
 TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
@@ -283,6 +313,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     TrainState st = {0};
     CkptConfig cc = {0};
     CkptP2P p2p;
+    PendingCkpt pending = {0};
     Fault fault = {0};
     char ferr[300];
     CHECK(!a->inject || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0, "%s", ferr);
@@ -316,6 +347,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     double tokens_per_step = (double)B * T * accum * dworld;
     for (int step = start; step < steps; step++) {
         fault_at_step(&fault, rank, step + 1);
+        // An async save started two steps ago has had a whole step to write: publish it.
+        if (pending.save && step >= pending.step + 1) ckpt_finish(&cc, &pending);
         ctx->ops->synchronize(ctx);
         double t0 = now_seconds();
         if (!S) gpt_zero_grad(&g);
@@ -370,8 +403,9 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         }
         if (a->ckpt_dir && rank == 0) ckpt_note_step(a->ckpt_dir, step + 1);
         if (a->ckpt_dir && ((a->ckpt_every && (step + 1) % a->ckpt_every == 0) || step + 1 == steps))
-            ckpt_step(a, &cc, &st, step + 1, &scaler, overflows, &dl);
+            ckpt_start(a, &cc, &st, step + 1, &scaler, overflows, &dl, &pending);
     }
+    ckpt_finish(&cc, &pending);
 
     // Summary: medians over the steps after the warm-up.
     int ran = steps - start, w = a->warmup < ran ? a->warmup : 0;

@@ -29,6 +29,7 @@ typedef struct {
     // end, the last ckpt_keep kept; resume: continue from the newest good one.
     const char *ckpt_dir;
     int ckpt_every, ckpt_keep, resume;
+    int ckpt_async;  // write checkpoints on a thread while training goes on
     // The launcher's supervisor starts a job whose rank died up to max_restarts times
     // again (CommConfig.max_restarts); a restarted job resumes from its checkpoints.
     int max_restarts;

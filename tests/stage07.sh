@@ -288,3 +288,41 @@ run ft-supervisor-kill s7_supervisor kill "kill,step=8,rank=1" 5
 run ft-supervisor-hang s7_supervisor hang "hang,step=5,rank=1" 1
 run ft-refuse-hang-alone s7_refuse hang_alone "one process has none: use 2 or more ranks" train --inject hang,step=2
 run ft-refuse-restarts-nodir s7_refuse restarts_need_dir "--max-restarts (a restart resumes from the latest checkpoint) needs --ckpt-dir" train --max-restarts 1
+
+# Async save (--ckpt-async): the shards are written on a thread while the next step
+# computes. The checkpoints it publishes are byte for byte the synchronous ones, and
+# a kill while one is in flight still resumes bitwise (from the one before).
+s7_async() {
+    local d="$S7_DIR/async" ref="$S7_DIR/ref.ddp.safetensors" bad=0
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    [ -s "$ref" ] || "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/sync" --ckpt-every 3 --ckpt-keep 9 >"$d/sync.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/async" --ckpt-every 3 --ckpt-keep 9 \
+        --ckpt-async >"$d/async.log" 2>&1
+    local n; n=$(find "$d/sync" -name '*.safetensors' -o -name manifest.json | wc -l)
+    if [ "$n" -gt 0 ] && diff -r "$d/sync" "$d/async" -x PROGRESS >/dev/null &&
+       grep -q 'in the background' "$d/async.log"; then
+        echo "PASS s7.async.same_bytes  $n files of 4 checkpoints written in the background, byte for byte the synchronous ones"
+    else
+        echo "FAIL s7.async.same_bytes  the async checkpoints differ from the sync ones (or none was written in the background)"
+        bad=1
+    fi
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/kill" --ckpt-every 3 --ckpt-async \
+        --inject kill,step=8,rank=1 >"$d/kill.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/kill" --ckpt-async --resume \
+        --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
+    if cmp -s "$d/res.safetensors" "$ref"; then
+        echo "PASS s7.async.resume  killed at step 8 with a save in flight; $(grep -h -m1 -o 'resumed from [^ ]* (step [0-9]*)' "$d/res.log" | sed 's#from .*/#from #'); final weights bitwise"
+    else
+        echo "FAIL s7.async.resume  the resumed run's weights differ: $(grep -h -m1 -i -E 'error|resumed' "$d/res.log")"
+        bad=1
+    fi
+    return $bad
+}
+run ft-async s7_async
+run ft-refuse-async-nodir s7_refuse async_needs_dir "--ckpt-async needs --ckpt-dir" train --ckpt-async
