@@ -58,7 +58,7 @@ CFLAGS += -I06_mixed_precision
 # Stage 07's checkpoints likewise: every driver saves and resumes through them.
 # publish.c and resume.c are its exercises (EX=1 swaps them).
 FAULT_SRCS := 07_fault_tolerance/checkpoint.c 07_fault_tolerance/ckpt_load.c \
-              07_fault_tolerance/ckpt_save.c \
+              07_fault_tolerance/ckpt_save.c 07_fault_tolerance/sdc.c \
               07_fault_tolerance/ckpt_layout.c 07_fault_tolerance/manifest.c \
               07_fault_tolerance/faults.c 07_fault_tolerance/publish.c \
               07_fault_tolerance/resume.c
@@ -96,7 +96,7 @@ else
 endif
 
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
-         test_gpu gpt_dump test_comm compare_params test_precision test_json
+         test_gpu gpt_dump test_comm compare_params test_precision test_json test_ckpt_fuzz test_publish
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
 # `make` with no target builds everything (stage.mk files below define targets too).

@@ -255,10 +255,13 @@ void ckpt_broadcast_name(const CkptConfig *cc, char name[256]);
 //           published
 //   hang    the rank stops responding as step `step` begins (the others' next
 //           wait times out: stage 02's watchdog)
+//   spike   the rank's batch of step `step` gets random targets: its loss jumps
+//   bitflip one bit of one of the rank's weights flips after step `step`'s update
+//           (silent data corruption: nothing crashes)
 // step and rank are numbers or "random" (drawn from seed: step in [1, steps],
 // rank in [0, world)); rank defaults to 0. Under the supervisor (--max-restarts)
 // the fault strikes in attempt `attempt` only (default 0, the first run).
-typedef enum { FAULT_NONE = 0, FAULT_KILL, FAULT_HANG } FaultKind;
+typedef enum { FAULT_NONE = 0, FAULT_KILL, FAULT_HANG, FAULT_SPIKE, FAULT_BITFLIP } FaultKind;
 typedef struct Fault {
     FaultKind kind;
     int step, rank;
@@ -270,3 +273,29 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
 // Called by every rank at the named points: does the fault when it is due here.
 void fault_at_step(const Fault *f, int rank, int step);        // step (1-based) begins
 void fault_in_ckpt(const Fault *f, int rank, uint64_t step);   // its shard of step is written
+// spike: replaces the n targets of the rank's batch at `step` by random tokens.
+void fault_spike_batch(const Fault *f, int rank, int step, int *targets, size_t n, int vocab);
+// bitflip: flips bit 22 (the top of the mantissa) of one weight the rank holds.
+void fault_bitflip(const Fault *f, int rank, int step, const TrainState *st);
+
+// ---------------------------------------------------------------- silent errors (sdc.c)
+
+// Replicas must hold the same weights, bit for bit. Every rank hashes its weights
+// (CRC-32C of its params views) and what it holds (which pieces: the replica key);
+// ranks with the same key are compared, and one whose hash differs from the
+// majority's is named. Returns how many ranks differ (0: all agree), with a
+// message; `compared` = how many ranks had a replica to compare with.
+int sdc_check(const CkptConfig *cc, const TrainState *st, int *compared, char *msg, size_t n);
+
+// Loss spikes: a step whose loss exceeds `factor` x the median of the last
+// SPIKE_WINDOW accepted steps' losses is a spike (its update is skipped).
+#define SPIKE_WINDOW 16
+typedef struct {
+    double factor;          // 0: off
+    double loss[SPIKE_WINDOW];
+    int n, next;
+    long spikes;
+} SpikeDetector;
+// 1 if loss is a spike (after at least SPIKE_WINDOW / 2 steps of history).
+int spike_check(const SpikeDetector *d, double loss, double *median);
+void spike_accept(SpikeDetector *d, double loss);  // a step's loss, its update taken

@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "checkpoint.h"
+#include "ops.h"
 #include "rng.h"
 
 // "random" draws from [lo, hi]; else a number in that range.
@@ -37,11 +38,14 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
         return -1;
     }
     char *save, *kind = strtok_r(buf, ",", &save);
-    if (!kind || (strcmp(kind, "kill") && strcmp(kind, "hang"))) {
-        snprintf(err, errn, "--inject %s: the fault is kill or hang (e.g. kill,step=8,rank=1)", spec);
+    static const char *kinds[] = {"", "kill", "hang", "spike", "bitflip"};
+    for (int k = 1; kind && k < 5; k++)
+        if (strcmp(kind, kinds[k]) == 0) f->kind = (FaultKind)k;
+    if (f->kind == FAULT_NONE) {
+        snprintf(err, errn, "--inject %s: the fault is kill, hang, spike or bitflip (e.g. "
+                 "kill,step=8,rank=1)", spec);
         return -1;
     }
-    f->kind = strcmp(kind, "kill") == 0 ? FAULT_KILL : FAULT_HANG;
     // The seed first, wherever it is written: it fixes every "random".
     unsigned long long seed = 1;
     const char *step = NULL, *rank = "0", *during = NULL, *attempt = "0";
@@ -98,15 +102,42 @@ static void strike(const Fault *f, int rank, const char *where) {
 }
 
 void fault_at_step(const Fault *f, int rank, int step) {
-    if (f->kind != FAULT_NONE && !f->during_ckpt && f->rank == rank && f->step == step) {
+    if ((f->kind == FAULT_KILL || f->kind == FAULT_HANG) && !f->during_ckpt && f->rank == rank &&
+        f->step == step) {
         char where[64];
         snprintf(where, sizeof where, "as step %d begins", step);
         strike(f, rank, where);
     }
 }
 
+void fault_spike_batch(const Fault *f, int rank, int step, int *targets, size_t n, int vocab) {
+    if (f->kind != FAULT_SPIKE || f->rank != rank || f->step != step) return;
+    // Every target the same token, one the synthetic language never emits after
+    // most contexts: the model is confidently wrong about all of them.
+    (void)vocab;
+    for (size_t i = 0; i < n; i++) targets[i] = targets[0] == 0 ? 1 : 0;
+    fprintf(stderr, "warning: rank %d: injected loss spike: step %d's targets are one token "
+            "(--inject)\n", rank, step);
+}
+
+void fault_bitflip(const Fault *f, int rank, int step, const TrainState *st) {
+    if (f->kind != FAULT_BITFLIP || f->rank != rank || f->step != step) return;
+    for (int v = 0; v < st->n_views; v++) {
+        const StateView *V = &st->views[v];
+        if (V->kind != ST_PARAMS) continue;
+        size_t at = (V->hi - V->lo) / 2;  // the middle of the first weights the rank holds
+        uint32_t bits;
+        V->g->ctx->ops->to_host(V->g->ctx, &bits, V->data + at, sizeof bits);
+        bits ^= 1u << 22;
+        V->g->ctx->ops->to_device(V->g->ctx, V->data + at, &bits, sizeof bits);
+        fprintf(stderr, "warning: rank %d: injected bit flip in weight %zu after step %d's update "
+                "(--inject)\n", rank, V->lo + at, step);
+        return;
+    }
+}
+
 void fault_in_ckpt(const Fault *f, int rank, uint64_t step) {
-    if (f && f->kind != FAULT_NONE && f->during_ckpt && f->rank == rank && (uint64_t)f->step == step) {
+    if (f && f->kind == FAULT_KILL && f->during_ckpt && f->rank == rank && (uint64_t)f->step == step) {
         char where[96];
         snprintf(where, sizeof where, "after writing its shard of the step-%llu checkpoint",
                  (unsigned long long)step);

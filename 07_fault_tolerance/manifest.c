@@ -178,9 +178,10 @@ static int parse_files(const Json *files, const char *what, CkptManifest *m, cha
         if (strlen(name) == 0 || strlen(name) >= sizeof m->files[i].name || strchr(name, '/') ||
             strcmp(name, "..") == 0 || strcmp(name, ".") == 0)
             return bad(err, errn, what, "file name \"%.64s\" is not a plain file name", name);
-        char *end;
-        unsigned long v = strtoul(crc, &end, 16);
-        if (strlen(crc) != 8 || *end) return bad(err, errn, what, "crc32c \"%.16s\" is not 8 hex digits", crc);
+        // Exactly 8 hex digits: strtoul alone would take a sign, spaces or "0x".
+        if (strlen(crc) != 8 || strspn(crc, "0123456789abcdefABCDEF") != 8)
+            return bad(err, errn, what, "crc32c \"%.16s\" is not 8 hex digits", crc);
+        unsigned long v = strtoul(crc, NULL, 16);
         snprintf(m->files[i].name, sizeof m->files[i].name, "%s", name);
         m->files[i].rank = (int)rank;
         m->files[i].bytes = (uint64_t)bytes;

@@ -74,11 +74,12 @@ double goodput_simulate(double C, double M, double T, double R, double horizon, 
         if (fail > t) s.lost += fail - t;
         s.failures++;
         t = fail;
-        // The restart: R seconds, begun again by a failure that strikes during it.
+        // The restart: R seconds, begun again by a failure that strikes during it
+        // (the horizon may end it first: only the time before the horizon counts).
         for (;;) {
             fail = t + next_gap(&rng, M);
-            if (fail >= t + R) {
-                s.restarting += R;
+            if (fail >= t + R || fail >= horizon) {
+                s.restarting += fmin(t + R, horizon) - t;
                 t += R;
                 break;
             }
@@ -99,7 +100,8 @@ double goodput_simulate(double C, double M, double T, double R, double horizon, 
 // is (e^(λτ) - 1)/λ: (e^(λτ) - 1) failed attempts are expected (a geometric count with
 // success e^(-λτ)), each losing the expected E[X | X < τ], and the sum telescopes.
 // Every failure adds a restart, itself a block of R that a failure begins again:
-// (e^(λR) - 1)/λ expected. Together: M·e^(R/M)·(e^(τ/M) - 1) seconds per T of work.
+// (e^(λR) - 1)/λ expected. Together, (e^(λτ) - 1)/λ · (1 + (e^(λR) - 1)), that is
+// M·e^(R/M)·(e^(τ/M) - 1) seconds of wall clock per T of saved work.
 // R multiplies every interval's cost alike, so it lowers the goodput but does not move
 // the best interval.
 double goodput_model(double C, double M, double T, double R) {
@@ -108,8 +110,10 @@ double goodput_model(double C, double M, double T, double R) {
 
 // Expanding e^x ≈ 1 + x + x²/2 for x = τ/M and e^(R/M) ≈ 1 + R/M: a fraction
 // T/(T+C) of the time computes, and each failure (1/M of them per second) costs half a
-// segment plus the restart. To first order, 1 - C/T - (T/2 + R)/M; the product form
-// below keeps C/T exact, which matters when T is as small as C.
+// segment plus the restart. To first order in C/T, T/M and R/M that is
+// 1 - C/T - (T/2 + R)/M (C/(T+C) -> C/T and (T+C)/2 -> T/2 drop second-order terms);
+// the product form below keeps the first factor exact, which matters when T is as
+// small as C. It undershoots the exact form once T nears M (the plot shows by how much).
 double goodput_first_order(double C, double M, double T, double R) {
     double g = T / (T + C) * (1.0 - ((T + C) / 2.0 + R) / M);
     return g > 0 ? g : 0;
@@ -146,14 +150,14 @@ double goodput_best_interval(double C, double M, double R, double *best_goodput)
 // Table 5): 419 unexpected interruptions in 54 days on 16,384 H100s. The 47 planned
 // ones are left out: a planned stop can checkpoint first and lose nothing.
 static const ClusterPoint POINTS[] = {
-    {8, 47.7 * DAY, "measured", "Kokolis et al. 2024: job MTTF at 8 GPUs, measured (47.7 days)"},
-    {1024, 7.9 * HOUR, "measured", "Kokolis et al. 2024: job MTTF at 1,024 GPUs, measured (7.9 h)"},
+    {8, 47.7 * DAY, "measured", "Kokolis et al. 2024, job MTTF at 8 GPUs, measured: 47.7 days"},
+    {1024, 7.9 * HOUR, "measured", "Kokolis et al. 2024, job MTTF at 1,024 GPUs, measured: 7.9 h"},
     {16384, 1.8 * HOUR, "projected",
-     "Kokolis et al. 2024: job MTTF at 16,384 GPUs, projected (1.8 h)"},
+     "Kokolis et al. 2024, job MTTF at 16,384 GPUs, projected: 1.8 h"},
     {16384, 54.0 * DAY / 419.0, "llama3",
-     "Llama 3, 405B pre-training: 54 days / 419 unexpected interruptions (3.09 h)"},
+     "Llama 3 405B pre-training, 54 days / 419 unexpected interruptions: 3.09 h"},
     {131072, 0.23 * HOUR, "projected",
-     "Kokolis et al. 2024: job MTTF at 131,072 GPUs, projected (0.23 h)"},
+     "Kokolis et al. 2024, job MTTF at 131,072 GPUs, projected: 0.23 h"},
 };
 
 int cluster_points(const ClusterPoint **points) {

@@ -78,6 +78,8 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_INT("--ckpt-keep", &a->ckpt_keep, 1, 1 << 20, "with --ckpt-dir: complete checkpoints kept (older ones deleted)"),
         F_INT("--max-restarts", &a->max_restarts, 0, 1000, "when a rank dies or hangs, restart the job from the latest good checkpoint up to N times (needs --ckpt-dir)"),
         F_BOOL("--resume", &a->resume, "continue from the newest good checkpoint in --ckpt-dir (from step 0 if it holds none)"),
+        F_INT("--sdc-check", &a->sdc_every, 0, 1 << 30, "every n steps, compare a hash of the data-parallel replicas' weights: a rank that differs is named and the run stops (0 = off)"),
+        F_DOUBLE("--spike-factor", &a->spike_factor, 0, 1e6, "skip the update of a step whose loss exceeds this x the median of the last 16 (0 = off)"),
         F_STRING("--inject", &a->inject, "fault injection: kill|hang,step=N|random[,rank=R|random][,during=ckpt][,seed=S] (07_fault_tolerance)"),
     };
     int n = FLAG_COUNT(f);
@@ -106,6 +108,9 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
         flags_fail("%s needs --ckpt-dir", a->resume ? "--resume" : a->ckpt_every ? "--ckpt-every"
                    : a->ckpt_async ? "--ckpt-async"
                    : "--max-restarts (a restart resumes from the latest checkpoint)");
+    if (a->spike_factor > 0 && a->spike_factor <= 1)
+        flags_fail("--spike-factor %g: a spike is a loss above the median, so the factor must "
+                   "exceed 1", a->spike_factor);
     if (a->ckpt_dir && strcmp(a->precision, "fp8") == 0)
         flags_fail("--ckpt-dir with --precision fp8: the fp8 scales' histories are not "
                    "checkpointed yet");
@@ -175,11 +180,14 @@ static double mfu_peak(const TrainArgs *a, const Ctx *ctx, const TrainHooks *h, 
 
 // Checkpoints (stage 07): what this rank holds, and where the run starts: step 0,
 // or the step of the newest good checkpoint when resuming (its state loaded).
-static int ckpt_begin(const TrainArgs *a, const TrainHooks *h, GPT *g, AdamW *opt, TrainState *st,
-                      CkptConfig *cc, CkptP2P *p2p, LossScaler *scaler, long *overflows, DataLoader *dl,
-                      int drank, int dworld) {
+// What this rank holds (stage 07: checkpoints, replica checks, injected bit flips)
+// and the one collective those need.
+static void state_begin(const TrainArgs *a, const TrainHooks *h, GPT *g, AdamW *opt,
+                        TrainState *st, CkptConfig *cc, CkptP2P *p2p, int drank, int dworld) {
     const TrainStrategy *S = h ? h->strategy : NULL;
-    if (S && !S->state) flags_fail("--ckpt-dir: this parallel layout cannot be checkpointed yet");
+    if (S && !S->state)
+        flags_fail("--ckpt-dir, --sdc-check and --inject bitflip: this parallel layout does not "
+                   "expose its state yet");
     if (S) {
         S->state(g, st, S->arg);
     } else {  // every data-parallel replica holds the same: each saves its share
@@ -198,6 +206,12 @@ static int ckpt_begin(const TrainArgs *a, const TrainHooks *h, GPT *g, AdamW *op
         cc->sum_arg = p2p;
     }
     snprintf(cc->layout, sizeof cc->layout, "%s", h && h->layout ? h->layout : "1 process");
+}
+
+// Checkpoints: where the run starts: step 0, or the step of the newest good
+// checkpoint when resuming (its state loaded).
+static int ckpt_begin(const TrainArgs *a, TrainState *st, CkptConfig *cc, LossScaler *scaler,
+                      long *overflows, DataLoader *dl) {
     // A directory that cannot hold checkpoints fails now, not at the first save.
     CHECK(cc->rank != 0 || ckpt_mkdirs(a->ckpt_dir) == 0, "--ckpt-dir %s: cannot create or "
           "write it: %s", a->ckpt_dir, strerror(errno));
@@ -310,6 +324,9 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     }
     int pipeline = S && S->run_micro_batches;
     if (!pipeline) gpt_alloc_acts(&g, B, T);
+    CHECK(!pipeline || (a->spike_factor == 0 && !(a->inject && strncmp(a->inject, "spike", 5) == 0)),
+          "--spike-factor and --inject spike: not for pipelines yet (their micro-batches run "
+          "inside the schedule)");
     TrainState st = {0};
     CkptConfig cc = {0};
     CkptP2P p2p;
@@ -319,8 +336,11 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     CHECK(!a->inject || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0, "%s", ferr);
     const char *restart = getenv("COURSE_RESTART");  // a fault strikes in its attempt only
     if (restart && atoi(restart) != fault.attempt) fault.kind = FAULT_NONE;
-    int start = a->ckpt_dir ? ckpt_begin(a, h, &g, &opt, &st, &cc, &p2p, &scaler, &overflows, &dl,
-                                         drank, dworld) : 0;
+    int stateful = a->ckpt_dir || a->sdc_every || (a->inject && strncmp(a->inject, "bitflip", 7) == 0);
+    if (stateful) state_begin(a, h, &g, &opt, &st, &cc, &p2p, drank, dworld);
+    int start = a->ckpt_dir ? ckpt_begin(a, &st, &cc, &scaler, &overflows, &dl) : 0;
+    SpikeDetector spike = {.factor = a->spike_factor};
+    long spikes = 0;
     cc.fault = &fault;
 
     double fpt = gpt_flops_per_token(&cfg, T);
@@ -362,10 +382,23 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                 data_next(&dl, inputs + (size_t)micro * B * T, targets + (size_t)micro * B * T);
             loss_sum = accum * (double)S->run_micro_batches(&g, inputs, targets, B, T, accum, S->arg);
         }
+        int spiked = 0;
         for (int micro = 0; micro < accum && !pipeline; micro++) {
             if (S) S->micro_begin(&g, micro, accum, S->arg);
             data_next(&dl, inputs, targets);
-            loss_sum += gpt_forward(&g, inputs, targets, B, T);
+            fault_spike_batch(&fault, rank, step + 1, targets, (size_t)B * T, cfg.vocab);
+            float l = gpt_forward(&g, inputs, targets, B, T);
+            loss_sum += l;
+            // A loss spike: its gradients become infinite, so that every rank's
+            // optimizer skips the step (the global norm is not finite).
+            double median;
+            if (!spiked && spike_check(&spike, l, &median)) {
+                log_warn("rank %d: step %d: loss %.4f is over %.1fx the median %.4f of the last %d "
+                         "steps: a loss spike, the update is skipped", rank, step + 1, l,
+                         spike.factor, median, spike.n);
+                spiked = 1;
+                g.prec.loss_scale = INFINITY;
+            }
             gpt_backward(&g, 1.0f / accum);
         }
         double norm;
@@ -379,6 +412,18 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         g.prec.loss_scale = scale;
         gpt_fp8_step_end(&g);             // fp8: the next step's scales
         int found_inf = !isfinite(norm);  // then every rank's optimizer skipped the step
+        fault_bitflip(&fault, rank, step + 1, &st);
+        if (a->sdc_every && (step + 1) % a->sdc_every == 0) {
+            char msg[1024];
+            int compared, bad = sdc_check(&cc, &st, &compared, msg, sizeof msg);
+            CHECK(bad == 0, "step %d: silent data corruption: %s (--sdc-check: the replicas of the "
+                  "weights differ; resume from a checkpoint)", step + 1, msg);
+            if (step == start && rank == 0)
+                log_info("--sdc-check: %d rank%s compared with their replicas every %d step%s",
+                         compared, compared == 1 ? "" : "s", a->sdc_every, a->sdc_every == 1 ? "" : "s");
+        }
+        if (!found_inf && spike.factor > 0) spike_accept(&spike, loss_sum / accum);
+        spikes += spiked;
         overflows += found_inf;
         if (fp16) loss_scaler_update(&scaler, found_inf);
         norm /= scale;                    // the gradients' own norm, for the log
@@ -396,7 +441,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
             if (fp16)
                 snprintf(extra, sizeof extra, " | scale %g%s", scale, found_inf ? " overflow: skipped" : "");
             else if (found_inf)
-                snprintf(extra, sizeof extra, " | overflow: skipped");
+                snprintf(extra, sizeof extra, " | %s: skipped", spiked ? "loss spike"
+                         : spike.factor > 0 ? "non-finite gradients (a spike elsewhere?)" : "overflow");
             log_info("step %4d/%d | loss %.4f | norm %.3f | %8.1f ms | %9.0f tok/s | MFU %5.1f%% | "
                      "peak %s%s", step + 1, steps, loss, norm, dt * 1e3, tok_s,
                      100.0 * tok_s * fpt / peak, mem, extra);
@@ -426,8 +472,8 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                      scaler.backoffs, scaler.backoffs == 1 ? "" : "s", scaler.growths,
                      scaler.growths == 1 ? "" : "s");
         else if (overflows)
-            log_info("%ld step%s skipped: the gradients were not finite", overflows,
-                     overflows == 1 ? "" : "s");
+            log_info("%ld step%s skipped: the gradients were not finite%s", overflows,
+                     overflows == 1 ? "" : "s", spikes ? " (loss spikes among them)" : "");
         ledger_print(&ctx->ledger, stdout);
         printf("RESULT train tokens_per_s=%.1f ms_per_step=%.3f gflops=%.3f mfu=%.4f "
                "first_loss=%.5f final_loss=%.5f ranks=%d\n", res.tokens_per_s, res.ms_per_step,

@@ -30,6 +30,8 @@ typedef struct {
     const char *ckpt_dir;
     int ckpt_every, ckpt_keep, resume;
     int ckpt_async;  // write checkpoints on a thread while training goes on
+    int sdc_every;          // compare the replicas' weights (a hash) every n steps
+    double spike_factor;    // skip an update whose loss exceeds this x the recent median
     // The launcher's supervisor starts a job whose rank died up to max_restarts times
     // again (CommConfig.max_restarts); a restarted job resumes from its checkpoints.
     int max_restarts;

@@ -326,3 +326,74 @@ s7_async() {
 }
 run ft-async s7_async
 run ft-refuse-async-nodir s7_refuse async_needs_dir "--ckpt-async needs --ckpt-dir" train --ckpt-async
+
+# Silent data corruption: one bit of one weight flipped on rank 2 after step 7's
+# update (nothing crashes, the loss barely moves). --sdc-check 1 compares a hash of
+# the three replicas' weights after every step: rank 2 is named at step 7 and the
+# run stops; under the supervisor the job resumes from its last checkpoint and
+# ends bitwise where the uninterrupted run ends.
+s7_sdc() {
+    local d="$S7_DIR/sdc" bad=0
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --sdc-check 1 --inject bitflip,step=7,rank=2 \
+        >"$d/flip.log" 2>&1
+    local rc=$? named
+    named=$(grep -h -m1 -o 'step 7: silent data corruption: rank 2.s weights hash to [0-9a-f]*, its 2 replicas. to [0-9a-f]*' "$d/flip.log")
+    if [ "$rc" -ne 0 ] && [ -n "$named" ]; then
+        echo "PASS s7.sdc.detected  exit $rc: $named"
+    else
+        echo "FAIL s7.sdc.detected  exit $rc: the flipped bit on rank 2 was not named at step 7: $(grep -h -m1 -i error "$d/flip.log")"
+        bad=1
+    fi
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --sdc-check 1 --inject bitflip,step=7,rank=2 \
+        --ckpt-dir "$d/ck" --ckpt-every 3 --max-restarts 1 --save-params "$d/out.safetensors" >"$d/sup.log" 2>&1
+    if grep -q 'supervisor: the job finished after 1 restart' "$d/sup.log" &&
+       cmp -s "$d/out.safetensors" "$d/ref.safetensors"; then
+        echo "PASS s7.sdc.recovered  the supervisor restarted from $(grep -h -m1 -o 'resumed from [^ ]* (step [0-9]*)' "$d/sup.log" | sed 's#from .*/#from #'); final weights bitwise"
+    else
+        echo "FAIL s7.sdc.recovered  $(grep -h -E 'supervisor|resumed' "$d/sup.log" | tr '\n' ' ' | cut -c1-200)"
+        bad=1
+    fi
+    return $bad
+}
+run ft-sdc s7_sdc
+
+# A loss spike: at step 24 rank 1's batch gets a single target token (its loss
+# jumps to 1.40x the median of the last 16 steps; the steps before vary by at most
+# 1.06x on this model). --spike-factor 1.25 skips that update, and only that one:
+# the run ends bitwise where a run whose step 24 is skipped as an overflow ends.
+s7_spike() {
+    local d="$S7_DIR/spike" m="--layers 2 --width 32 --heads 4 --seq 16 --vocab 64 --lr 1e-2 --log-every 100 --warmup 0 --steps 26 --batch 2 --peak-tflops 1"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 $m --spike-factor 1.25 --inject spike,step=24,rank=1 \
+        --save-params "$d/spike.safetensors" >"$d/spike.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 $m --inject-overflow 24 --save-params "$d/skip.safetensors" >"$d/skip.log" 2>&1
+    local n what
+    n=$(grep -c 'a loss spike, the update is skipped' "$d/spike.log")
+    what=$(grep -h -m1 -o 'step 24: loss [0-9.]* is over [0-9.]*x the median [0-9.]*' "$d/spike.log")
+    if [ "$n" -eq 1 ] && [ -n "$what" ] && cmp -s "$d/spike.safetensors" "$d/skip.safetensors"; then
+        echo "PASS s7.spike.skipped  rank 1, $what: that update alone skipped; final weights bitwise those of a run that skips step 24"
+    else
+        echo "FAIL s7.spike.skipped  $n spike(s) reported (want 1, at step 24: '${what:-none}'), or the weights differ from skipping step 24"
+        return 1
+    fi
+}
+run ft-spike s7_spike
+run ft-refuse-spike-factor s7_refuse spike_factor "--spike-factor 0.5: a spike is a loss above the median, so the factor must exceed 1" train --spike-factor 0.5
+
+# The commit protocol against a simulated disk that loses power after any call
+# (tests/test_publish.c), and the manifest and safetensors readers against
+# thousands of damaged files (tests/test_ckpt_fuzz.c).
+run ft-publish-crash "$BUILD/tests/test_publish"
+run ft-ckpt-fuzz "$BUILD/tests/test_ckpt_fuzz"
+
+# The checkpoint interval (young_daly.c): Young's and Daly's formulas on the
+# published test vector, the goodput simulator against its exact model, the
+# cluster-scale failure rates.
+run ft-interval "$BUILD/tests/test_interval"

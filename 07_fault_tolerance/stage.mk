@@ -1,0 +1,18 @@
+# 07_fault_tolerance/stage.mk — checkpoints, restarts and faults: the stage's tools
+# and tests. The checkpoint code itself is the core's (FAULT_SRCS in the Makefile):
+# every driver saves and resumes through it.
+#
+#   make stage-7     the stage's tests (its benchmark and plots are still to come)
+#   make grade-7     (to come: the exercises publish.c, resume.c, young_daly.c)
+S07 := 07_fault_tolerance
+# The checkpoint-interval calculator (young_daly.c, interval.c).
+$(BUILD)/$(S07)/young_daly.o $(BUILD)/$(S07)/interval.o $(BUILD)/tests/test_interval.o: $(S07)/young_daly.h
+$(BUILD)/ckpt_interval: $(BUILD)/$(S07)/interval.o $(BUILD)/$(S07)/young_daly.o $(CORE_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/tests/test_interval: $(BUILD)/tests/test_interval.o $(BUILD)/$(S07)/young_daly.o $(CORE_OBJS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+BINS += $(BUILD)/ckpt_interval $(BUILD)/tests/test_interval
+
+.PHONY: stage-7
+stage-7: all
+	@BUILD=$(BUILD) bash tests/run.sh stage07
