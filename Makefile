@@ -58,7 +58,7 @@ CFLAGS += -I06_mixed_precision
 # Stage 07's checkpoints likewise: every driver saves and resumes through them.
 # publish.c and resume.c are its exercises (EX=1 swaps them).
 FAULT_SRCS := 07_fault_tolerance/checkpoint.c 07_fault_tolerance/ckpt_load.c \
-              07_fault_tolerance/ckpt_save.c 07_fault_tolerance/sdc.c \
+              07_fault_tolerance/ckpt_save.c 07_fault_tolerance/sdc.c 07_fault_tolerance/straggler.c \
               07_fault_tolerance/ckpt_layout.c 07_fault_tolerance/manifest.c \
               07_fault_tolerance/faults.c 07_fault_tolerance/publish.c \
               07_fault_tolerance/resume.c

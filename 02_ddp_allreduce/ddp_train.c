@@ -60,7 +60,8 @@ int main(int argc, char **argv) {
         flags_fail("--grad-comm bf16 with --device cuda goes through host memory: add --gpu-comm host");
     if (dev == DEV_CPU && flag_given(flags, nf, "--gpu-comm"))
         flags_fail("--gpu-comm %s needs --device cuda", gpu_comm);
-    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts,
+                     .elastic = a.elastic};
     transport_parse(transport, &cc.transport);
     // Before the fork: a broken GPU, or ranks that would share a GPU whose compute
     // mode forbids it, is refused once here, not by every rank after it.

@@ -76,6 +76,8 @@ int main(int argc, char **argv) {
     shard_kind_parse(strategy, &sc.kind);
     algo_parse(algo, &sc.algo);
     if (shard_size && sc.kind != SH_HSDP) flags_fail("--shard-size is for --strategy hsdp");
+    if (a.elastic && shard_size) flags_fail("--elastic with --shard-size: one rank fewer breaks the "
+                                            "shard groups");
     // fp8 keeps its scales per linear layer, known by where its weight lives; ZeRO-3
     // and FSDP gather every layer's weights into the same buffers.
     if (strcmp(a.precision, "fp8") == 0 && (sc.kind == SH_ZERO3 || sc.kind == SH_FSDP ||
@@ -89,7 +91,8 @@ int main(int argc, char **argv) {
     Device dev;
     device_parse(a.device, &dev);
     if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: a GPU each, or a shared one
-    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts,
+                     .elastic = a.elastic};
     transport_parse(transport, &cc.transport);
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
 

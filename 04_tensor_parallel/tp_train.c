@@ -54,6 +54,8 @@ int main(int argc, char **argv) {
     CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
     transport_parse(transport, &cc.transport);
     int world = comm_planned_size(&cc);
+    if (a.elastic) flags_fail("--elastic: a tensor-parallel layout cannot lose one rank (use "
+                              "ddp_train or sharded_train)");
     if (tp == 0) tp = world;
     if (world % tp) flags_fail("--tp %d does not divide the %d ranks (--np)", tp, world);
     char err[200];

@@ -60,6 +60,8 @@ int main(int argc, char **argv) {
     flags_parse(flags, nf, argc, argv, "pp_train [flags]",
                 "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B) composed with tensor and "
                 "data parallelism over a dp x tp x pp mesh of ranks.");
+    if (a.elastic) flags_fail("--elastic: a pipeline cannot lose one rank (use ddp_train or "
+                              "sharded_train)");
     if (a.ckpt_dir) flags_fail("--ckpt-dir: pipelines are not checkpointed yet (stage 07 "
                                "checkpoints train, ddp_train, sharded_train and tp_train)");
     GPTConfig cfg;

@@ -119,6 +119,7 @@ typedef struct {
 int ckpt_save_start(const CkptConfig *cc, const TrainState *st, const TrainProgress *p, int async,
                     CkptSave **out, char *err, size_t errn);
 int ckpt_save_finish(CkptSave *s, CkptSaveStats *stats, char *err, size_t errn);
+int ckpt_save_written(CkptSave *s);  // this rank's writer is done (finish will not wait)
 // Finds the newest complete checkpoint in cc->dir that verifies, and loads this
 // rank's views and p from it (a collective). Returns 1 when loaded, 0 when the
 // directory holds no checkpoint (a fresh start), -1 with a message when it holds
@@ -258,15 +259,21 @@ void ckpt_broadcast_name(const CkptConfig *cc, char name[256]);
 //   spike   the rank's batch of step `step` gets random targets: its loss jumps
 //   bitflip one bit of one of the rank's weights flips after step `step`'s update
 //           (silent data corruption: nothing crashes)
+//   slow    from step `step` on, the rank takes `factor` (default 3) times as long
+//           for its forward and backward passes (a straggler: a throttled GPU, a
+//           noisy neighbour): it sleeps for the difference
 // step and rank are numbers or "random" (drawn from seed: step in [1, steps],
 // rank in [0, world)); rank defaults to 0. Under the supervisor (--max-restarts)
-// the fault strikes in attempt `attempt` only (default 0, the first run).
-typedef enum { FAULT_NONE = 0, FAULT_KILL, FAULT_HANG, FAULT_SPIKE, FAULT_BITFLIP } FaultKind;
+// the fault strikes in attempt `attempt` only (default 0, the first run), or with
+// `permanent` in every attempt until the supervisor gives the rank up (--elastic).
+typedef enum { FAULT_NONE = 0, FAULT_KILL, FAULT_HANG, FAULT_SPIKE, FAULT_BITFLIP, FAULT_SLOW } FaultKind;
 typedef struct Fault {
     FaultKind kind;
     int step, rank;
     int during_ckpt;
     int attempt;
+    double factor;          // slow
+    int permanent;          // strikes in every attempt (a rank that stays dead)
 } Fault;
 // Parses spec for a job of `world` ranks and `steps` steps; 0, or -1 with a message.
 int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, size_t errn);
@@ -277,6 +284,29 @@ void fault_in_ckpt(const Fault *f, int rank, uint64_t step);   // its shard of s
 void fault_spike_batch(const Fault *f, int rank, int step, int *targets, size_t n, int vocab);
 // bitflip: flips bit 22 (the top of the mantissa) of one weight the rank holds.
 void fault_bitflip(const Fault *f, int rank, int step, const TrainState *st);
+// slow: after a forward and backward that took ms, sleeps (factor - 1) x ms.
+void fault_slow(const Fault *f, int rank, int step, double ms);
+
+// ---------------------------------------------------------------- stragglers (straggler.c)
+
+// A synchronous job runs at the pace of its slowest rank. Every step each rank
+// reports how long its forward and backward took; a rank slower than `factor` x
+// the (lower) median of all ranks for STRAGGLER_STEPS steps in a row is named
+// (once per episode), so that it can be drained or replaced instead of slowing
+// everyone.
+#define STRAGGLER_STEPS 3
+typedef struct {
+    double factor;          // 0: off
+    int world;
+    int *run;               // per rank: slow steps in a row
+    int *named;             // per rank: named in this episode
+    long episodes;
+} StragglerDetector;
+void straggler_init(StragglerDetector *d, double factor, int world);
+void straggler_free(StragglerDetector *d);
+// A collective: every rank's compute time (ms) of this step; returns how many
+// ranks were newly named, described in msg.
+int straggler_step(StragglerDetector *d, const CkptConfig *cc, double ms, char *msg, size_t n);
 
 // ---------------------------------------------------------------- silent errors (sdc.c)
 

@@ -224,10 +224,15 @@ int ckpt_load(const CkptConfig *cc, const TrainState *st, TrainProgress *p, char
             if (R.opened[f]) st_close(&R.files[f]);
     free(R.files);
     free(R.opened);
+    char from[320] = "";
+    if (have && (m.world != cc->world || strcmp(m.layout, cc->layout) != 0))
+        snprintf(from, sizeof from, "; written by %d rank%s (%s), resharded to this run's %d (%s)",
+                 m.world, m.world == 1 ? "" : "s", m.layout, cc->world, cc->layout);
     if (have) manifest_free(&m);
     ok = ckpt_agree(cc, ok);
     if (!ok && !err[0]) snprintf(err, errn, "loading %s/%s failed on another rank (see its message)",
                                  cc->dir, chosen);
-    if (ok && cc->rank == 0) log_info("resumed from %s/%s (step %" PRIu64 ")", cc->dir, chosen, p->step);
+    if (ok && cc->rank == 0)
+        log_info("resumed from %s/%s (step %" PRIu64 ")%s", cc->dir, chosen, p->step, from);
     return ok ? 1 : -1;
 }

@@ -10,12 +10,14 @@
 //
 // Synchronous: snapshot, write, finish, then the next step. Asynchronous: the
 // snapshot, then the next steps while the thread writes; the finish comes at the
-// start of the next step (waiting for the thread if it is not done: that wait and
-// the snapshot are the training's whole stall). A save still in flight when the
-// next one is due is finished first: one in flight at most.
+// start of the first step at which every rank's writer is done (one small
+// agreement per step: ckpt_save_written), so the snapshot is the training's whole
+// stall. A save still in flight when the next one is due, or when training ends,
+// is finished first, waiting for its writer: one in flight at most.
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,7 @@ struct CkptSave {
     CkptBox *boxes;
     pthread_t thread;
     int threaded;
+    atomic_int written;     // the writer is done (set last, by the thread)
     int ok;                 // the write's outcome (the thread's, when threaded)
     char err[4600];
     double snapshot_ms, write_ms, wait_ms;
@@ -121,8 +124,11 @@ static void *write_shard(void *arg) {
     jb_free(&b);
 out:
     s->write_ms = (now_seconds() - t0) * 1e3;
+    atomic_store(&s->written, 1);
     return NULL;
 }
+
+int ckpt_save_written(CkptSave *s) { return atomic_load(&s->written); }
 
 // Rank 0: every rank's entry, joined for the manifest's "files"; the entry files
 // are deleted (the manifest holds them now).

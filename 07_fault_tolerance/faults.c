@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -38,18 +39,22 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
         return -1;
     }
     char *save, *kind = strtok_r(buf, ",", &save);
-    static const char *kinds[] = {"", "kill", "hang", "spike", "bitflip"};
-    for (int k = 1; kind && k < 5; k++)
+    static const char *kinds[] = {"", "kill", "hang", "spike", "bitflip", "slow"};
+    for (int k = 1; kind && k < 6; k++)
         if (strcmp(kind, kinds[k]) == 0) f->kind = (FaultKind)k;
     if (f->kind == FAULT_NONE) {
-        snprintf(err, errn, "--inject %s: the fault is kill, hang, spike or bitflip (e.g. "
+        snprintf(err, errn, "--inject %s: the fault is kill, hang, spike, bitflip or slow (e.g. "
                  "kill,step=8,rank=1)", spec);
         return -1;
     }
     // The seed first, wherever it is written: it fixes every "random".
     unsigned long long seed = 1;
-    const char *step = NULL, *rank = "0", *during = NULL, *attempt = "0";
+    const char *step = NULL, *rank = "0", *during = NULL, *attempt = "0", *factor = NULL;
     for (char *kv = strtok_r(NULL, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        if (strcmp(kv, "permanent") == 0) {
+            f->permanent = 1;
+            continue;
+        }
         char *eq = strchr(kv, '=');
         if (!eq) goto bad_key;
         *eq = 0;
@@ -59,11 +64,12 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
         else if (strcmp(kv, "during") == 0) during = v;
         else if (strcmp(kv, "seed") == 0) seed = strtoull(v, NULL, 10);
         else if (strcmp(kv, "attempt") == 0) attempt = v;
+        else if (strcmp(kv, "factor") == 0) factor = v;
         else goto bad_key;
         continue;
     bad_key:
-        snprintf(err, errn, "--inject %s: \"%s\" is not step=, rank=, during=, attempt= or seed=",
-                 spec, kv);
+        snprintf(err, errn, "--inject %s: \"%s\" is not step=, rank=, during=, attempt=, factor=, "
+                 "seed= or permanent", spec, kv);
         return -1;
     }
     if (!step) {
@@ -81,6 +87,16 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
         return -1;
     }
     f->during_ckpt = during != NULL;
+    f->factor = 3.0;
+    if (factor) {
+        char *end;
+        f->factor = strtod(factor, &end);
+        if (f->kind != FAULT_SLOW || *end || !(f->factor >= 1.0 && f->factor <= 1000.0)) {
+            snprintf(err, errn, "--inject %s: factor=%s is for slow, a number in [1, 1000]", spec,
+                     factor);
+            return -1;
+        }
+    }
     if (f->kind == FAULT_HANG && world == 1) {
         snprintf(err, errn, "--inject %s: a hang is noticed by the ranks that wait for the hung "
                  "one (their timeout); one process has none: use 2 or more ranks", spec);
@@ -134,6 +150,16 @@ void fault_bitflip(const Fault *f, int rank, int step, const TrainState *st) {
                 "(--inject)\n", rank, V->lo + at, step);
         return;
     }
+}
+
+void fault_slow(const Fault *f, int rank, int step, double ms) {
+    if (f->kind != FAULT_SLOW || f->rank != rank || step < f->step) return;
+    if (step == f->step)
+        fprintf(stderr, "warning: rank %d: injected slowness from step %d: %gx (--inject)\n", rank,
+                step, f->factor);
+    double s = (f->factor - 1.0) * ms * 1e-3;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
 }
 
 void fault_in_ckpt(const Fault *f, int rank, uint64_t step) {

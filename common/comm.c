@@ -67,9 +67,11 @@ static int env_int(const char *name, int fallback) {
 // The built-in launcher's supervisor: waits for the n children. If one dies
 // (non-zero exit or a signal) it reports which and how, gives the others
 // `grace` seconds to notice (their waits time out with a diagnostic), then kills
-// whatever is left. Returns the exit status for the whole job.
-static int supervise(pid_t *pids, int n, double grace) {
+// whatever is left. Returns the exit status for the whole job; *first is the rank
+// that failed first (-1 if none did).
+static int supervise(pid_t *pids, int n, double grace, int *first) {
     int status = 0, alive = n;
+    *first = -1;
     double deadline = 0;
     while (alive > 0) {
         int st;
@@ -109,6 +111,7 @@ static int supervise(pid_t *pids, int n, double grace) {
         }
         if (failed && status == 0) {
             status = 1;
+            *first = r;
             if (alive > 0) {
                 fprintf(stderr, "launcher: waiting up to %.0f s for the other %d rank%s to stop\n",
                         grace, alive, alive == 1 ? "" : "s");
@@ -231,6 +234,7 @@ Comm *comm_launch(const CommConfig *cfg) {
     int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : online_cpus();
     // The parent is the supervisor: it forks the ranks, waits for them, and (stage
     // 07) starts them all again when one died, up to max_restarts times.
+    int last_first = -1, dropped = 0;
     for (int attempt = 0;; attempt++) {
         // The shared region is mapped before fork, so every rank sees the same pages;
         // populated now, so that no collective pays for allocating them. A fresh one
@@ -263,7 +267,7 @@ Comm *comm_launch(const CommConfig *cfg) {
             }
             pids[r] = pid;
         }
-        int status = supervise(pids, n, cfg->timeout_s + 5.0);
+        int first, status = supervise(pids, n, cfg->timeout_s + 5.0, &first);
         if (region) munmap(region, bytes);
         if (status == 0 || attempt == cfg->max_restarts) {
             if (attempt > 0)
@@ -271,8 +275,22 @@ Comm *comm_launch(const CommConfig *cfg) {
                         "finished" : "giving up: the job failed again", attempt, attempt == 1 ? "" : "s");
             exit(status);
         }
+        // Elastic: a rank that failed first twice in a row is taken to be gone for
+        // good (its node, its GPU): the job goes on without it, the checkpoint
+        // resharded to the smaller world when it loads.
+        if (cfg->elastic && first >= 0 && first == last_first && n > 1) {
+            n--;
+            dropped++;
+            char k[16];
+            snprintf(k, sizeof k, "%d", dropped);
+            setenv("COURSE_RANKS_DROPPED", k, 1);
+            fprintf(stderr, "supervisor: rank %d failed first in two attempts in a row: going on "
+                    "without it (--elastic), on %d rank%s\n", first, n, n == 1 ? "" : "s");
+            first = -1;
+        }
+        last_first = first;
         fprintf(stderr, "supervisor: attempt %d failed after %.1f s (above: which rank, and how); "
-                "restart %d of at most %d: all %d rank%s again, from the latest good checkpoint\n",
+                "restart %d of at most %d: %d rank%s, from the latest good checkpoint\n",
                 attempt + 1, now_seconds() - t0, attempt + 1, cfg->max_restarts, n, n == 1 ? "" : "s");
     }
 }

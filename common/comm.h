@@ -70,6 +70,8 @@ typedef struct {
     int max_restarts;     // built-in launcher: when a rank dies or hangs, start the whole
                           // job again up to this many times (stage 07); each attempt's
                           // ranks see COURSE_RESTART=k in their environment
+    int elastic;          // ...and when the same rank failed first twice in a row, go on
+                          // without it (COURSE_RANKS_DROPPED=k: ranks given up so far)
 } CommConfig;
 
 // Call once at the top of main, after parsing flags. Decides the launch mode from

@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
     device_parse(a.device, &dev);
     // --max-restarts: the launcher's supervisor runs this process as its one rank,
     // and starts it again (resuming from the checkpoints) when it dies.
+    if (a.elastic) flags_fail("--elastic: one process has no rank to give up");
     Comm *c = NULL;
     if (a.max_restarts) c = comm_launch(&(CommConfig){.np = 1, .timeout_s = 60,
                                                       .max_restarts = a.max_restarts});

@@ -77,9 +77,11 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_BOOL("--ckpt-async", &a->ckpt_async, "with --ckpt-dir: copy the state to host memory and write it on a thread while training goes on"),
         F_INT("--ckpt-keep", &a->ckpt_keep, 1, 1 << 20, "with --ckpt-dir: complete checkpoints kept (older ones deleted)"),
         F_INT("--max-restarts", &a->max_restarts, 0, 1000, "when a rank dies or hangs, restart the job from the latest good checkpoint up to N times (needs --ckpt-dir)"),
+        F_BOOL("--elastic", &a->elastic, "with --max-restarts: a rank that fails first twice in a row is given up, and the job goes on with one rank fewer (data parallelism only)"),
         F_BOOL("--resume", &a->resume, "continue from the newest good checkpoint in --ckpt-dir (from step 0 if it holds none)"),
         F_INT("--sdc-check", &a->sdc_every, 0, 1 << 30, "every n steps, compare a hash of the data-parallel replicas' weights: a rank that differs is named and the run stops (0 = off)"),
         F_DOUBLE("--spike-factor", &a->spike_factor, 0, 1e6, "skip the update of a step whose loss exceeds this x the median of the last 16 (0 = off)"),
+        F_DOUBLE("--straggler-factor", &a->straggler_factor, 0, 1e6, "name a rank whose forward and backward take over this x the median of all ranks', 3 steps in a row (0 = off)"),
         F_STRING("--inject", &a->inject, "fault injection: kill|hang,step=N|random[,rank=R|random][,during=ckpt][,seed=S] (07_fault_tolerance)"),
     };
     int n = FLAG_COUNT(f);
@@ -108,6 +110,11 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
         flags_fail("%s needs --ckpt-dir", a->resume ? "--resume" : a->ckpt_every ? "--ckpt-every"
                    : a->ckpt_async ? "--ckpt-async"
                    : "--max-restarts (a restart resumes from the latest checkpoint)");
+    if (a->elastic && !a->max_restarts)
+        flags_fail("--elastic needs --max-restarts (it decides how a restart goes on)");
+    if (a->straggler_factor > 0 && a->straggler_factor <= 1)
+        flags_fail("--straggler-factor %g: a straggler is slower than the median, so the factor "
+                   "must exceed 1", a->straggler_factor);
     if (a->spike_factor > 0 && a->spike_factor <= 1)
         flags_fail("--spike-factor %g: a spike is a loss above the median, so the factor must "
                    "exceed 1", a->spike_factor);
@@ -183,14 +190,15 @@ static double mfu_peak(const TrainArgs *a, const Ctx *ctx, const TrainHooks *h, 
 // What this rank holds (stage 07: checkpoints, replica checks, injected bit flips)
 // and the one collective those need.
 static void state_begin(const TrainArgs *a, const TrainHooks *h, GPT *g, AdamW *opt,
-                        TrainState *st, CkptConfig *cc, CkptP2P *p2p, int drank, int dworld) {
+                        TrainState *st, CkptConfig *cc, CkptP2P *p2p, int drank, int dworld,
+                        int views) {
     const TrainStrategy *S = h ? h->strategy : NULL;
-    if (S && !S->state)
+    if (views && S && !S->state)
         flags_fail("--ckpt-dir, --sdc-check and --inject bitflip: this parallel layout does not "
                    "expose its state yet");
-    if (S) {
+    if (views && S) {
         S->state(g, st, S->arg);
-    } else {  // every data-parallel replica holds the same: each saves its share
+    } else if (views) {  // every data-parallel replica holds the same: each saves its share
         train_state_add(st, ST_PARAMS, g, 0, g->n_params, g->params, dworld, drank);
         train_state_add_opt(st, opt, g, dworld, drank);
     }
@@ -237,8 +245,9 @@ static int ckpt_begin(const TrainArgs *a, TrainState *st, CkptConfig *cc, LossSc
 }
 
 // A checkpoint in two halves (ckpt_save.c): start at the end of a step, finish
-// at once (sync) or after the next step (--ckpt-async: the writing overlaps that
-// step's compute). The training's stall is the time spent in both calls.
+// at once (sync) or at the first step start at which every writer is done
+// (--ckpt-async: the writing overlaps compute). The training's stall is the time
+// spent in both calls.
 typedef struct {
     CkptSave *save;
     int step;
@@ -333,11 +342,21 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     PendingCkpt pending = {0};
     Fault fault = {0};
     char ferr[300];
-    CHECK(!a->inject || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0, "%s", ferr);
-    const char *restart = getenv("COURSE_RESTART");  // a fault strikes in its attempt only
-    if (restart && atoi(restart) != fault.attempt) fault.kind = FAULT_NONE;
-    int stateful = a->ckpt_dir || a->sdc_every || (a->inject && strncmp(a->inject, "bitflip", 7) == 0);
-    if (stateful) state_begin(a, h, &g, &opt, &st, &cc, &p2p, drank, dworld);
+    // A permanent fault's rank is gone once the supervisor has given one up
+    // (--elastic): the smaller world has no such rank to strike.
+    const char *dropped = getenv("COURSE_RANKS_DROPPED");
+    int gone = a->inject && strstr(a->inject, "permanent") && dropped && atoi(dropped) > 0;
+    CHECK(!a->inject || gone || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0,
+          "%s", ferr);
+    // A fault strikes in its attempt only; a permanent one in every attempt until the
+    // supervisor gives its rank up (--elastic).
+    const char *restart = getenv("COURSE_RESTART");
+    if (!fault.permanent && restart && atoi(restart) != fault.attempt) fault.kind = FAULT_NONE;
+    int views = a->ckpt_dir || a->sdc_every || (a->inject && strncmp(a->inject, "bitflip", 7) == 0);
+    if (views || a->straggler_factor > 0)
+        state_begin(a, h, &g, &opt, &st, &cc, &p2p, drank, dworld, views);
+    StragglerDetector slow;
+    straggler_init(&slow, a->straggler_factor, world);
     int start = a->ckpt_dir ? ckpt_begin(a, &st, &cc, &scaler, &overflows, &dl) : 0;
     SpikeDetector spike = {.factor = a->spike_factor};
     long spikes = 0;
@@ -367,8 +386,9 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     double tokens_per_step = (double)B * T * accum * dworld;
     for (int step = start; step < steps; step++) {
         fault_at_step(&fault, rank, step + 1);
-        // An async save started two steps ago has had a whole step to write: publish it.
-        if (pending.save && step >= pending.step + 1) ckpt_finish(&cc, &pending);
+        // An async save whose writers are all done is published now (every rank asks
+        // its own writer; the answer is agreed, so all finish together).
+        if (pending.save && ckpt_agree(&cc, ckpt_save_written(pending.save))) ckpt_finish(&cc, &pending);
         ctx->ops->synchronize(ctx);
         double t0 = now_seconds();
         if (!S) gpt_zero_grad(&g);
@@ -400,6 +420,13 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                 g.prec.loss_scale = INFINITY;
             }
             gpt_backward(&g, 1.0f / accum);
+        }
+        if (slow.factor > 0 || fault.kind == FAULT_SLOW) {  // stage 07: how long this rank computed
+            ctx->ops->synchronize(ctx);
+            fault_slow(&fault, rank, step + 1, (now_seconds() - t0) * 1e3);
+            char msg[512];
+            if (straggler_step(&slow, &cc, (now_seconds() - t0) * 1e3, msg, sizeof msg) && rank == 0)
+                log_warn("step %d: straggler: %s", step + 1, msg);
         }
         double norm;
         if (S) {
@@ -484,6 +511,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
 
     free(inputs); free(targets); free(step_ms);
     train_state_free(&st);
+    straggler_free(&slow);
     if (S) S->destroy(&g, S->arg);
     else adamw_free(&opt, &g);
     gpt_free(&g);

@@ -32,9 +32,11 @@ typedef struct {
     int ckpt_async;  // write checkpoints on a thread while training goes on
     int sdc_every;          // compare the replicas' weights (a hash) every n steps
     double spike_factor;    // skip an update whose loss exceeds this x the recent median
+    double straggler_factor;  // name a rank this much slower than the median, 3 steps running
     // The launcher's supervisor starts a job whose rank died up to max_restarts times
     // again (CommConfig.max_restarts); a restarted job resumes from its checkpoints.
     int max_restarts;
+    int elastic;            // a rank that keeps failing is dropped: go on with fewer
     // Fault injection (stage 07's faults.c): "kill,step=8,rank=1" and the like.
     const char *inject;
 } TrainArgs;

@@ -48,6 +48,9 @@
 #       (cmp), in fp32 and in mixed-bf16; MFU of gpt2-124m in fp32 and mixed-bf16;
 #       where its time goes: nsys --stats when installed, else every kernel timed by
 #       ncu and summed by name (scripts/kernel_summary.py)
+#   11  stage 07 on one GPU: killed and resumed runs (train, DDP and ZeRO-3 on 2 ranks
+#       sharing the GPU) end bitwise where the uninterrupted cuda runs end; a cuda
+#       checkpoint resumes on the CPU within 1e-5; sync vs async checkpoint stall
 #
 # Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
 # one) with the probe's reason, at once.
@@ -337,7 +340,7 @@ item_8() {
     [ "$bad" -eq 0 ]
 }
 
-# Items 9 and 10 (stages 05 and 06) are in gpu_check_stages.sh, in the same terms.
+# Items 9 to 11 (stages 05 to 07) are in gpu_check_stages.sh, in the same terms.
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_check_stages.sh"
 
 
@@ -353,15 +356,15 @@ mkdir -p "$OUT"
 BUDGET=${GPU_CHECK_BUDGET:-570}
 START=$SECONDS
 declare -A STATUS FIGURE
-ALL=(build 1 2 3 7 8 9 10 6 4 5a 5b)    # the order they run in: 5b, the longest, last
-TABLE=(build 1 2 3 4 5a 5b 6 7 8 9 10)  # the order of the table
+ALL=(build 1 2 3 7 8 9 10 11 6 4 5a 5b)    # the order they run in: 5b, the longest, last
+TABLE=(build 1 2 3 4 5a 5b 6 7 8 9 10 11)  # the order of the table
 declare -A NAME=([build]="build (CUDA backend)" [1]="1 make gpu-test" [2]="2 gpu-comm 1-4 ranks + NCCL np1"
                  [3]="3 DDP --device cuda = CPU" [4]="4 compute-sanitizer" [5a]="5a GPU suite under ASan"
                  [5b]="5b make check" [6]="6 measurements" [7]="7 stage 03 --device cuda = CPU"
                  [8]="8 stage 04 --device cuda = CPU" [9]="9 stage 05 --device cuda = CPU"
-                 [10]="10 stage 06 bf16 GEMMs, MFU")
+                 [10]="10 stage 06 bf16 GEMMs, MFU" [11]="11 stage 07 checkpoints on cuda")
 declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200 [7]=150
-                  [8]=150 [9]=180 [10]=240)
+                  [8]=150 [9]=180 [10]=240 [11]=240)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
 

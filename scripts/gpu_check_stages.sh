@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# gpu_check_stages.sh — items 9 and 10 of scripts/gpu_check.sh (stages 05 and 06 on a
+# gpu_check_stages.sh — items 9 to 11 of scripts/gpu_check.sh (stages 05 to 07 on a
 # GPU), sourced by it: they use its $B, $OUT, gpu_gate, fig and rel_err.
 
 # Stage 05 on the GPU. The reference is the same pp_train on the CPU (the same
@@ -192,5 +192,63 @@ item_10() {
         "recompute = none bitwise: ${rcres:+NOT for$rcres}${rcres:-4 of 4}; gpt2-124m B=8, MFU" \
         "of 989.4: fp32 ${tok[fp32]:-?} tok/s MFU ${mfu[fp32]:-?} ($f32 of fp32's 66.9)," \
         "mixed-bf16 ${tok[mixed-bf16]:-?} tok/s MFU ${mfu[mixed-bf16]:-?} ($speed fp32's tok/s); $nsres"
+    [ "$bad" -eq 0 ]
+}
+
+# Stage 07 on the GPU: checkpoints of device state. A run killed at step 8 and
+# resumed ends bitwise where the uninterrupted cuda run ends (one process; DDP and
+# ZeRO-3 over 2 ranks sharing the GPU); a checkpoint written on the GPU loads on
+# the CPU (the state is plain fp32 rectangles) and that run ends within 1e-5 of
+# the same run trained on the CPU throughout; async save's stall against sync's.
+item_11() {
+    gpu_gate
+    local dir=$OUT/11.ft bad=0 res=""
+    rm -rf "$dir" && mkdir -p "$dir"  # a checkpoint left by an earlier run would be resumed
+    local m=(--layers 2 --width 64 --heads 4 --seq 32 --vocab 256 --steps 10 --lr 1e-3
+             --log-every 100 --warmup 0 --peak-tflops 1)
+    for spec in "train --batch 4" "ddp_train --np 2 --batch 2 --timeout 60" \
+                "sharded_train --np 2 --strategy zero3 --batch 2 --timeout 60"; do
+        local tag bin args
+        bin=${spec%% *} args=${spec#* } tag=$(echo "$spec" | tr -c 'a-z0-9\n' '_')
+        # shellcheck disable=SC2086
+        timeout -k 5 90 "$B/$bin" $args "${m[@]}" --device cuda --save-params "$dir/ref_$tag.safetensors" \
+            >"$dir/ref_$tag.log" 2>&1
+        # shellcheck disable=SC2086
+        timeout -k 5 90 "$B/$bin" $args "${m[@]}" --device cuda --ckpt-dir "$dir/ck_$tag" --ckpt-every 3 \
+            --inject kill,step=8 >"$dir/kill_$tag.log" 2>&1
+        # shellcheck disable=SC2086
+        timeout -k 5 90 "$B/$bin" $args "${m[@]}" --device cuda --ckpt-dir "$dir/ck_$tag" --resume \
+            --save-params "$dir/res_$tag.safetensors" >"$dir/res_$tag.log" 2>&1
+        if grep -q 'resumed from .*step-00000006' "$dir/res_$tag.log" &&
+           cmp -s "$dir/res_$tag.safetensors" "$dir/ref_$tag.safetensors"; then
+            echo "PASS ft.cuda.resume_bitwise.$tag  $(grep -h -m1 -o 'resumed from [^ ]* (step [0-9]*)' "$dir/res_$tag.log")"
+        else
+            echo "FAIL ft.cuda.resume_bitwise.$tag  $(grep -h -m1 -iE 'error|resumed' "$dir"/*_"$tag".log)"
+            bad=$((bad + 1)) res="$res $tag"
+        fi
+    done
+    # A GPU checkpoint resumed on the CPU.
+    local t=train___batch_4
+    rm -rf "$dir/ck_cpu" && cp -r "$dir/ck_$t" "$dir/ck_cpu" && rm -rf "$dir/ck_cpu/step-00000010"
+    "$B/train" --batch 4 "${m[@]}" --save-params "$dir/cpu_ref.safetensors" >"$dir/cpu_ref.log" 2>&1
+    "$B/train" --batch 4 "${m[@]}" --ckpt-dir "$dir/ck_cpu" --resume --save-params "$dir/cpu_res.safetensors" \
+        >"$dir/cpu_res.log" 2>&1
+    "$B/tests/compare_params" "$dir/cpu_res.safetensors" "$dir/cpu_ref.safetensors" 1e-5 ft.cuda_ckpt_on_cpu |
+        tee "$dir/cmp_cpu.txt"
+    grep -q '^PASS' "$dir/cmp_cpu.txt" || bad=$((bad + 1))
+    # (resumed, not trained from scratch: that would equal the reference trivially)
+    grep -q 'resumed from .*step-00000006' "$dir/cpu_res.log" ||
+        { echo "FAIL ft.cuda_ckpt_on_cpu.resumed  the CPU run did not resume from the cuda step-6 checkpoint"; bad=$((bad + 1)); }
+    # Sync against async on gpt2-124m (FT_PRESET=...): the training's stall per checkpoint.
+    local big=(--preset "${FT_PRESET:-gpt2-124m}" --batch 4 --steps 9 --warmup 0 --log-every 100 --device cuda --ckpt-every 3)
+    timeout -k 5 150 "$B/train" "${big[@]}" --ckpt-dir "$dir/big_sync" >"$dir/big_sync.log" 2>&1
+    timeout -k 5 150 "$B/train" "${big[@]}" --ckpt-dir "$dir/big_async" --ckpt-async >"$dir/big_async.log" 2>&1
+    grep -h 'checkpoint step' "$dir"/big_*.log
+    local s a
+    s=$(grep -h -m1 -o 'training stalled [0-9.]* ms' "$dir/big_sync.log" | head -n 1)
+    a=$(grep -h -m1 -o 'training stalled [0-9.]* ms' "$dir/big_async.log" | head -n 1)
+    fig "resume bitwise on cuda: ${res:+NOT for$res}${res:-3 of 3}; cuda checkpoint on cpu: " \
+        "$(sed -n 's/.*rel_err \([^ ]*\).*/rel_err \1/p' "$dir/cmp_cpu.txt"); ${FT_PRESET:-gpt2-124m} step-3 checkpoint:" \
+        "sync ${s:-?}, async ${a:-?}"
     [ "$bad" -eq 0 ]
 }

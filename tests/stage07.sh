@@ -397,3 +397,66 @@ run ft-ckpt-fuzz "$BUILD/tests/test_ckpt_fuzz"
 # published test vector, the goodput simulator against its exact model, the
 # cluster-scale failure rates.
 run ft-interval "$BUILD/tests/test_interval"
+
+# A straggler: from step 3 on, rank 1 of 2 takes 4x as long for its forward and
+# backward (it sleeps the difference). --straggler-factor 2 names it once its time
+# has been over 2x the median for 3 steps in a row (step 5), and names no one in
+# the same run without the slow rank.
+s7_straggler() {
+    # A model whose step takes milliseconds, so that scheduling noise is small beside it.
+    local d="$S7_DIR/straggler" bad=0 m="--layers 2 --width 128 --heads 4 --seq 64 --vocab 64 --lr 1e-3 --log-every 100 --warmup 0 --steps 10 --peak-tflops 1"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $m --straggler-factor 2 \
+        --inject slow,step=3,rank=1,factor=4 >"$d/slow.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $m --straggler-factor 2 >"$d/even.log" 2>&1
+    local named n_named n_even
+    named=$(grep -h -m1 -o 'step 5: straggler: rank 1 took [0-9.]* ms.*in a row' "$d/slow.log")
+    n_named=$(grep -c 'straggler:' "$d/slow.log")
+    n_even=$(grep -c 'straggler:' "$d/even.log")
+    if [ -n "$named" ] && [ "$n_named" -eq 1 ]; then
+        echo "PASS s7.straggler.named  $named"
+    else
+        echo "FAIL s7.straggler.named  want rank 1 named once, at step 5; got $n_named: $(grep -h -m1 'straggler' "$d/slow.log")"
+        bad=1
+    fi
+    if [ "$n_even" -eq 0 ] && grep -q '^RESULT' "$d/even.log"; then
+        echo "PASS s7.straggler.none  with no slow rank, no one is named"
+    else
+        echo "FAIL s7.straggler.none  a rank was named in an even run: $(grep -h -m1 'straggler' "$d/even.log")"
+        bad=1
+    fi
+    return $bad
+}
+run ft-straggler s7_straggler
+
+# Elastic restart: rank 2 of 3 dies as step 5 begins in every attempt (a node that
+# stays dead). The supervisor restarts once; rank 2 fails first again, so it gives
+# the rank up and goes on with 2 ranks from the step-4 checkpoint, resharded. The
+# run ends bitwise where "3 ranks to step 4, then 2 ranks resumed from that
+# checkpoint" ends.
+s7_elastic() {
+    local d="$S7_DIR/elastic"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 2 --max-restarts 3 \
+        --elastic --inject kill,step=5,rank=2,permanent --save-params "$d/out.safetensors" >"$d/run.log" 2>&1
+    local rc=$?
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --ckpt-dir "$d/ref" --ckpt-every 2 \
+        --inject kill,step=5,rank=2 >"$d/ref1.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ref" --resume \
+        --save-params "$d/ref.safetensors" >"$d/ref2.log" 2>&1
+    if [ "$rc" -eq 0 ] && grep -q 'going on without it (--elastic), on 2 ranks' "$d/run.log" &&
+       cmp -s "$d/out.safetensors" "$d/ref.safetensors"; then
+        echo "PASS s7.elastic  rank 2 failed twice, given up; 2 ranks resumed from $(grep -h 'resumed from' "$d/run.log" | tail -n 1 | grep -o 'step-[0-9]*'), final weights bitwise those of 3 ranks to step 4 then 2"
+    else
+        echo "FAIL s7.elastic  exit $rc: $(grep -h -E 'supervisor|resumed' "$d/run.log" | tr '\n' ' ' | cut -c1-300)"
+        return 1
+    fi
+}
+run ft-elastic s7_elastic
+run ft-refuse-elastic-tp s7_refuse elastic_tp "--elastic: a tensor-parallel layout cannot lose one rank" tp_train --np 2 --tp 2 --elastic --max-restarts 1 --ckpt-dir "$S7_DIR/etp"
+run ft-refuse-elastic-alone s7_refuse elastic_needs_restarts "--elastic needs --max-restarts" ddp_train --np 2 --elastic
