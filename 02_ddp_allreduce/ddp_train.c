@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
         F_CHOICE("--grad-comm", &grad_comm, "auto|fp32|bf16", "the gradients' type on the wire "
                  "(auto: bf16 when --precision computes in bf16, else fp32; stage 06)"),
     };
-    for (int i = 0; i < FLAG_COUNT(extra); i++) flags[nf++] = extra[i];
+    nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
     flags_parse(flags, nf, argc, argv, "ddp_train [flags]",
                 "Data-parallel training: every rank a full replica, gradients all-reduced each step.");
     GPTConfig cfg;

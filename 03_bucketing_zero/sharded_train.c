@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
         F_INT_SENTINEL("--stall-at", &stall_at, 1, 1 << 30, "0 = unset",
                        "... when it starts world collective number N"),
     };
-    for (int i = 0; i < FLAG_COUNT(extra); i++) flags[nf++] = extra[i];
+    nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
     flags_parse(flags, nf, argc, argv, "sharded_train [flags]",
                 "Data-parallel training with gradient buckets overlapped with backward, and "
                 "ZeRO-1/2/3, FSDP or HSDP sharding.");

@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
     };
-    for (int i = 0; i < FLAG_COUNT(extra); i++) flags[nf++] = extra[i];
+    nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
     flags_parse(flags, nf, argc, argv, "tp_train [flags]",
                 "Megatron tensor parallelism (with sequence parallelism), composed with data "
                 "parallelism over a dp x tp mesh of ranks.");

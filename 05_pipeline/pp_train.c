@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         F_INT_SENTINEL("--kill-at", &kill_at, 0, 1 << 30, "-1 = unset",
                        "... at this action of its first step's schedule"),
     };
-    for (int i = 0; i < FLAG_COUNT(extra); i++) flags[nf++] = extra[i];
+    nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
     flags_parse(flags, nf, argc, argv, "pp_train [flags]",
                 "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B) composed with tensor and "
                 "data parallelism over a dp x tp x pp mesh of ranks.");

@@ -112,6 +112,7 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
 static void strike(const Fault *f, int rank, const char *where) {
     fprintf(stderr, "warning: rank %d: injected %s %s (--inject)\n", rank,
             f->kind == FAULT_KILL ? "death" : "hang", where);
+    log_event(f->kind == FAULT_KILL ? "killed" : "hung");
     fflush(NULL);
     if (f->kind == FAULT_KILL) raise(SIGKILL);
     for (;;) pause();  // a hang: alive, silent, until someone kills it

@@ -2,7 +2,7 @@
 # and tests. The checkpoint code itself is the core's (FAULT_SRCS in the Makefile):
 # every driver saves and resumes through it.
 #
-#   make stage-7     the stage's tests (its benchmark and plots are still to come)
+#   make stage-7     the stage's tests, then the benchmark into $(RESULTS)/07_fault_tolerance/
 #   make grade-7     (to come: the exercises publish.c, resume.c, young_daly.c)
 S07 := 07_fault_tolerance
 # The checkpoint-interval calculator (young_daly.c, interval.c).
@@ -16,3 +16,4 @@ BINS += $(BUILD)/ckpt_interval $(BUILD)/tests/test_interval
 .PHONY: stage-7
 stage-7: all
 	@BUILD=$(BUILD) bash tests/run.sh stage07
+	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash $(S07)/run_stage.sh

@@ -32,6 +32,10 @@ const char *log_tag(void);
 
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// With COURSE_EVENTS=1 in the environment: "EVENT <name> t=<seconds>" on stderr, the
+// time on CLOCK_MONOTONIC (comparable across the processes of one machine). Stage
+// 07's benchmark splits a recovery into its parts with these.
+void log_event(const char *name);
 CHECK_NORETURN void die_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -110,6 +110,7 @@ static int supervise(pid_t *pids, int n, double grace, int *first) {
             failed = 1;
         }
         if (failed && status == 0) {
+            log_event("detected");  // the launcher saw the first rank fail
             status = 1;
             *first = r;
             if (alive > 0) {
@@ -289,6 +290,7 @@ Comm *comm_launch(const CommConfig *cfg) {
             first = -1;
         }
         last_first = first;
+        log_event("restart");  // every rank of the failed attempt reaped: start again
         fprintf(stderr, "supervisor: attempt %d failed after %.1f s (above: which rank, and how); "
                 "restart %d of at most %d: %d rank%s, from the latest good checkpoint\n",
                 attempt + 1, now_seconds() - t0, attempt + 1, cfg->max_restarts, n, n == 1 ? "" : "s");

@@ -345,3 +345,9 @@ void flags_print_help(const Flag *table, int n, const char *usage, const char *d
            "(or =0/=1). Byte counts accept 80GB, 512MiB, 1e9.\n");
     fflush(stdout);
 }
+
+int flags_append(Flag *rows, int n, int cap, const Flag *more, int k) {
+    CHECK(n + k <= cap, "a flag table of %d rows cannot take %d + %d (raise its size)", cap, n, k);
+    for (int i = 0; i < k; i++) rows[n + i] = more[i];
+    return n + k;
+}

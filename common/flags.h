@@ -50,6 +50,10 @@ typedef struct {
     int given;            // set to 1 by flags_parse when the flag appeared on the command line
 } Flag;
 
+// Appends k rows to a table of n rows with room for cap; returns the new count.
+// Dies naming the table's size when they do not fit (a driver's table declared
+// too small is a bug: writing past it would corrupt the stack).
+int flags_append(Flag *rows, int n, int cap, const Flag *more, int k);
 #define FLAG_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 // Table rows, one per type: F_INT("--layers", &cfg.n_layer, 1, 1024, "help").

@@ -228,7 +228,10 @@ static int ckpt_begin(const TrainArgs *a, TrainState *st, CkptConfig *cc, LossSc
     if (!a->resume && !(restart && atoi(restart) > 0)) return 0;
     TrainProgress p;
     char err[4096];
+    if (cc->rank == 0) log_event("load_start");
+    double t0 = now_seconds();
     int r = ckpt_load(cc, st, &p, err, sizeof err);
+    if (cc->rank == 0) log_event("loaded");
     CHECK(r >= 0, "--resume: %s", err);
     if (r == 0) {
         if (cc->rank == 0) log_info("--resume: no checkpoint in %s yet: starting at step 0", a->ckpt_dir);
@@ -237,6 +240,7 @@ static int ckpt_begin(const TrainArgs *a, TrainState *st, CkptConfig *cc, LossSc
     CHECK(p.step <= (uint64_t)a->steps, "--resume: the checkpoint is of step %llu, past --steps %d",
           (unsigned long long)p.step, a->steps);
     resume_restore(&p, st, scaler, overflows, dl);
+    if (cc->rank == 0) log_info("checkpoint loaded in %.1f ms", (now_seconds() - t0) * 1e3);
     int reached = ckpt_noted_step(a->ckpt_dir);
     if (cc->rank == 0 && reached > (int)p.step)
         log_info("the run that stopped had reached step %d: %d step%s lost, to be trained again",
@@ -458,7 +462,10 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         double dt = now_seconds() - t0;
         loss = (float)(loss_sum / accum);  // this rank's loss (printed by rank 0)
         CHECK(isfinite(loss), "step %d: the loss is %f; training diverged", step + 1, loss);
-        if (step == start) first_loss = loss;
+        if (step == start) {
+            first_loss = loss;
+            if (rank == 0) log_event("first_step");  // the first step of this run is done
+        }
         step_ms[step - start] = dt * 1e3;
         double tok_s = tokens_per_step / dt;
         if (!quiet && ((step + 1) % a->log_every == 0 || step == 0 || step + 1 == steps)) {

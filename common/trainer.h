@@ -41,7 +41,7 @@ typedef struct {
     const char *inject;
 } TrainArgs;
 
-#define TRAIN_MAX_FLAGS 40
+#define TRAIN_MAX_FLAGS 48
 void train_args_default(TrainArgs *a);
 // Writes the training flags into rows (room for TRAIN_MAX_FLAGS); returns how many.
 int train_flags(TrainArgs *a, Flag *rows);

@@ -50,6 +50,9 @@ case "$(basename "$dir")" in
         gnuplot -e "$vars" 05_pipeline/plots.gp ;;
     06_mixed_precision)
         gnuplot -e "$vars" 06_mixed_precision/plots.gp ;;
+    07_fault_tolerance)
+        gnuplot -e "$vars" 07_fault_tolerance/plots.gp
+        gnuplot -e "$vars" 07_fault_tolerance/plots_interval.gp ;;
     *)
         echo "plot.sh: no figures are drawn for $(basename "$dir")"; exit 0 ;;
 esac
