@@ -62,6 +62,9 @@ describe() {
         06_mixed_precision/target.txt) echo "The target: mixed-bf16's final loss within 2 % of fp32's, met or MISSED."; return ;;
         06_mixed_precision/recompute.txt) echo "Activation recompute on the small preset, batch 8 x 128: peak activations from the ledger beside memcalc --recipe course --recompute (bytes), memory saved, median ms per step of the rounds (min, max) and the time added against none (%)."; return ;;
         06_mixed_precision/comm_error.txt) echo "An all-reduce of 2^20 bf16 gradients (std 1e-3) over p ranks: the relative error of the fp32 ring, of the bf16 ring (each addition rounded to bf16) and of the exact sum rounded once to bf16 (the best a bf16 result can be), their ratio, and the bytes rank 0 sent."; return ;;
+        07_fault_tolerance/ckpt_cost.txt) echo "Checkpoints of one process on this machine's disk, 4 layers of width C (T 64, V 256), a checkpoint every 3 steps of 9: the state (weights + AdamW moments, MB), the snapshot to host memory, the shard's write (fsync'd), the training's stall per checkpoint synchronous and --ckpt-async, and the load (verified, read); milliseconds, medians."; return ;;
+        07_fault_tolerance/recovery.txt) echo "A rank of 2 killed (hung) under the supervisor, small preset: milliseconds from the fault to the launcher noticing, to the other ranks gone, to the restarted job's load, to the load done, to the first new step, and the total."; return ;;
+        07_fault_tolerance/interval.txt) echo "Young's and Daly's checkpoint intervals for this machine's measured checkpoint cost and recovery time at a 1-hour MTBF, and the best goodput the failure simulation finds."; return ;;
         05_pipeline/target.txt) echo "The targets: the measured bubble of GPipe and 1F1B at p = 2, m = 8 against (p−1)/m (measured / formula in 0.9–1.1; the median of the rounds, each round's ratio), and 1F1B's peak activations per stage against GPipe's (≤ p/m), met or MISSED."; return ;;
     esac
     case "$1" in
@@ -319,6 +322,23 @@ summary_06() {
     fi
 }
 
+summary_07() {
+    local c=$1/ckpt_cost.txt r=$1/recovery.txt i=$1/interval.txt
+    if [ -f "$c" ]; then
+        awk -v src="$(short "$1")" '!/^#/ {l = $0} END {split(l, v, " ");
+            printf "| 07 | checkpoint of %s MB (one process): training stalled, sync / async; write; load | %s / %s ms; %s ms; %s ms | an illustration (no pass/fail) | — | %s |\n",
+                   v[3], v[6], v[7], v[5], v[8], src}' "$c"
+    fi
+    if [ -f "$r" ]; then
+        awk -v src="$(short "$1")" '!/^#/ {x = x (x == "" ? "" : "; ") sprintf("%s %.0f ms (detect %.0f, load %.0f)", $1, $7, $2, $5)}
+            END {printf "| 07 | recovery from a fault to the first new step (2 ranks, supervisor) | %s | an illustration (no pass/fail) | — | %s |\n", x, src}' "$r"
+    fi
+    if [ -f "$i" ]; then
+        sed -n 's/^RESULT ckpt_interval young_s=\([0-9.]*\) daly_s=\([0-9.]*\) best_T_s=[0-9.]* best_goodput=\([0-9.]*\).*/\1 \2 \3/p' "$i" |
+            awk -v src="$(short "$1")" '{printf "| 07 | checkpoint interval for the measured cost at a 1-hour MTBF: Young, Daly, best goodput | %s s, %s s, %s | an illustration (no pass/fail) | — | %s |\n", $1, $2, $3, src}'
+    fi
+}
+
 # ---------------------------------------------------------------- one stage in full
 
 stage_section() {  # stage_section STAGE
@@ -405,6 +425,7 @@ stages=$( { ls -d "$committed"/[0-9][0-9]_*/ "$now"/[0-9][0-9]_*/ 2>/dev/null ||
             04_tensor_parallel) summary_04 "$src" ;;
             05_pipeline) summary_05 "$src" ;;
             06_mixed_precision) summary_06 "$src" ;;
+            07_fault_tolerance) summary_07 "$src" ;;
             *) echo "| $st | (no headline numbers defined; see below) | | | | $(short "$src") |" ;;
         esac
     done
