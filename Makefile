@@ -145,7 +145,7 @@ $(BUILD)/tests/test_gpu: $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 test: all
-	@BUILD=$(BUILD) bash tests/run.sh
+	@BUILD=$(BUILD) SUITE_LOG_DIR=$(BUILD)/suite-logs bash tests/run.sh
 
 # What CI runs: the suite, the suite under the sanitizers, and the graders.
 check: test
@@ -175,7 +175,7 @@ sanitize:
 	  NVCC_OPT="-O1" test
 
 gpu-test: all
-	@BUILD=$(BUILD) bash tests/run.sh gpu
+	@BUILD=$(BUILD) SUITE_LOG_DIR=$(BUILD)/suite-logs bash tests/run.sh gpu
 
 bench-core: all
 	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash scripts/bench_core.sh

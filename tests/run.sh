@@ -74,6 +74,9 @@ run() {  # run NAME COMMAND...
     local p f
     p=$(grep -c '^PASS ' "$out")
     f=$(grep -c '^FAIL ' "$out")
+    # What the runner says of the test goes to stdout, and with SUITE_LOG_DIR into the
+    # suite's log too (a brace group: the counters below stay in this shell).
+    {
     grep -E "^(PASS|FAIL|SKIP$( [ "${SHOW_PLAN:-0}" = 1 ] && echo '|PLAN')) " "$out" | sed "s/^/  [$name] /"
     if [ "$rc" -eq 124 ] || [ "$rc" -gt 128 ]; then
         echo "  [$name] CRASH: status $rc ($( [ "$rc" -eq 124 ] && echo "timed out after ${TIMEOUT}s" || echo "signal $((rc - 128))"))"
@@ -93,6 +96,9 @@ run() {  # run NAME COMMAND...
         caught=1
         echo "run.sh: every part in $STOP_WHEN_CAUGHT has a failed check: the tests left are not run"
     fi
+    } >"$log/said"
+    cat "$log/said"
+    [ -n "${suite_log:-}" ] && cat "$log/said" >>"$suite_log"
     passed=$((passed + p))
     failed=$((failed + f))
     return 0
@@ -136,6 +142,14 @@ if [ ${#suites[@]} -eq 0 ]; then
 fi
 for suite in "${suites[@]}"; do
     s=$suite
+    # SUITE_LOG_DIR (make test): each suite's lines, as scripts/grade.sh reads them, in
+    # DIR/SUITE.log, so that grade_check.sh need not run the reference suites again.
+    suite_log=
+    if [ -n "${SUITE_LOG_DIR:-}" ]; then
+        mkdir -p "$SUITE_LOG_DIR"
+        suite_log="$SUITE_LOG_DIR/$suite.log"
+        : >"$suite_log"
+    fi
     case "$s" in
         core) core ;;
         gpu) gpu ;;
