@@ -35,15 +35,6 @@ recipes=(fp32 mixed-bf16 mixed-fp16 bf16 bf16-sr fp8)
 # The small preset (L=4 C=256 NH=4 T=128 V=256, 3.26M parameters), 4 sequences a step.
 MODEL="--preset small --batch 4 --lr 1e-3 --warmup 2 --peak-tflops 0"
 
-run() {  # run LOG BINARY ARGS...: a failed run stops the script with its last lines
-    local log=$1 bin=$2; shift 2
-    if ! "$BUILD/$bin" "$@" >"$log" 2>&1; then
-        echo "run_stage.sh: FAILED: $BUILD/$bin $*" >&2
-        tail -n 20 "$log" >&2
-        exit 1
-    fi
-}
-
 # curve LOG: "step loss mean" per step, mean = of the last 20 steps' losses (what the
 # figures draw: one step's loss is one batch's)
 curve() {

@@ -256,7 +256,7 @@ void ckpt_broadcast_name(const CkptConfig *cc, char name[256]);
 //           published
 //   hang    the rank stops responding as step `step` begins (the others' next
 //           wait times out: stage 02's watchdog)
-//   spike   the rank's batch of step `step` gets random targets: its loss jumps
+//   spike   the rank's batch of step `step` gets a single target token: its loss jumps
 //   bitflip one bit of one of the rank's weights flips after step `step`'s update
 //           (silent data corruption: nothing crashes)
 //   slow    from step `step` on, the rank takes `factor` (default 3) times as long
@@ -280,8 +280,8 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
 // Called by every rank at the named points: does the fault when it is due here.
 void fault_at_step(const Fault *f, int rank, int step);        // step (1-based) begins
 void fault_in_ckpt(const Fault *f, int rank, uint64_t step);   // its shard of step is written
-// spike: replaces the n targets of the rank's batch at `step` by random tokens.
-void fault_spike_batch(const Fault *f, int rank, int step, int *targets, size_t n, int vocab);
+// spike: makes the n targets of the rank's batch at `step` one token.
+void fault_spike_batch(const Fault *f, int rank, int step, int *targets, size_t n);
 // bitflip: flips bit 22 (the top of the mantissa) of one weight the rank holds.
 void fault_bitflip(const Fault *f, int rank, int step, const TrainState *st);
 // slow: after a forward and backward that took ms, sleeps (factor - 1) x ms.

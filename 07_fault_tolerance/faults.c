@@ -127,11 +127,10 @@ void fault_at_step(const Fault *f, int rank, int step) {
     }
 }
 
-void fault_spike_batch(const Fault *f, int rank, int step, int *targets, size_t n, int vocab) {
+void fault_spike_batch(const Fault *f, int rank, int step, int *targets, size_t n) {
     if (f->kind != FAULT_SPIKE || f->rank != rank || f->step != step) return;
     // Every target the same token, one the synthetic language never emits after
     // most contexts: the model is confidently wrong about all of them.
-    (void)vocab;
     for (size_t i = 0; i < n; i++) targets[i] = targets[0] == 0 ? 1 : 0;
     fprintf(stderr, "warning: rank %d: injected loss spike: step %d's targets are one token "
             "(--inject)\n", rank, step);

@@ -31,16 +31,6 @@ trap 'rm -rf "$tmp"' EXIT
 widths="128 256 512 768 1024" recovery_steps=12
 if [ "${QUICK:-0}" = 1 ]; then widths="128 256"; recovery_steps=6; fi
 
-run() {  # run LOG BINARY ARGS...: a failed run stops the script with its last lines
-    local log=$1 bin=$2; shift 2
-    if ! "$BUILD/$bin" "$@" >"$log" 2>&1; then
-        echo "run_stage.sh: FAILED: $BUILD/$bin $*" >&2
-        tail -n 20 "$log" >&2
-        exit 1
-    fi
-}
-# med FILE PATTERN: the median of the numbers a sed pattern extracts from FILE's lines
-med() { sed -n "$2" "$1" | sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print "nan"}'; }
 
 # ---------------------------------------------------------------- 1. checkpoint cost
 {
@@ -60,13 +50,13 @@ for C in $widths; do
     run "$tmp/load_$C.log" train "${m[@]}" --ckpt-dir "$tmp/ck" --resume
     params=$(sed -n 's/.*| \([0-9]*\) params .*/\1/p' "$tmp/sync_$C.log" | head -n 1)
     state=$(sed -n 's/.*: \([0-9.]*\) MB from rank 0.*/\1/p' "$tmp/sync_$C.log" | head -n 1)
-    snap=$(med "$tmp/sync_$C.log" 's/.*snapshot \([0-9.]*\) ms.*/\1/p')
-    write=$(med "$tmp/sync_$C.log" 's/.*write \([0-9.]*\) ms.*/\1/p')
-    ssync=$(med "$tmp/sync_$C.log" 's/.*training stalled \([0-9.]*\) ms.*/\1/p')
+    snap=$(sed -n 's/.*snapshot \([0-9.]*\) ms.*/\1/p' "$tmp/sync_$C.log" | med)
+    write=$(sed -n 's/.*write \([0-9.]*\) ms.*/\1/p' "$tmp/sync_$C.log" | med)
+    ssync=$(sed -n 's/.*training stalled \([0-9.]*\) ms.*/\1/p' "$tmp/sync_$C.log" | med)
     # The async stalls of the saves training goes on after (the last one waits for
     # its write: nothing is left to overlap it with).
     grep 'checkpoint step' "$tmp/async_$C.log" | head -n 2 >"$tmp/async_mid_$C.log"
-    sasync=$(med "$tmp/async_mid_$C.log" 's/.*training stalled \([0-9.]*\) ms.*/\1/p')
+    sasync=$(sed -n 's/.*training stalled \([0-9.]*\) ms.*/\1/p' "$tmp/async_mid_$C.log" | med)
     load=$(sed -n 's/.*checkpoint loaded in \([0-9.]*\) ms.*/\1/p' "$tmp/load_$C.log" | head -n 1)
     printf '  %5d %10d %9.2f %11s %9s %10s %11s %9s\n' "$C" "$params" "$state" "$snap" "$write" \
         "$ssync" "$sasync" "$load" >>"$out/ckpt_cost.dat"

@@ -410,7 +410,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         for (int micro = 0; micro < accum && !pipeline; micro++) {
             if (S) S->micro_begin(&g, micro, accum, S->arg);
             data_next(&dl, inputs, targets);
-            fault_spike_batch(&fault, rank, step + 1, targets, (size_t)B * T, cfg.vocab);
+            fault_spike_batch(&fault, rank, step + 1, targets, (size_t)B * T);
             float l = gpt_forward(&g, inputs, targets, B, T);
             loss_sum += l;
             // A loss spike: its gradients become infinite, so that every rank's
