@@ -144,6 +144,11 @@ $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o: tests/test_gpu.h
 $(BUILD)/tests/test_gpu: $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# test_publish runs on a simulated disk (tests/power_loss_disk.c); the rule for
+# every test links it in.
+$(BUILD)/tests/test_publish.o $(BUILD)/tests/power_loss_disk.o: tests/power_loss_disk.h
+$(BUILD)/tests/test_publish: $(BUILD)/tests/power_loss_disk.o
+
 test: all
 	@BUILD=$(BUILD) SUITE_LOG_DIR=$(BUILD)/suite-logs bash tests/run.sh
 

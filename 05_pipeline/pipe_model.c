@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "checkpoint.h"
 #include "ops.h"
 #include "pipe.h"
 
@@ -141,6 +142,44 @@ static void pipe_destroy(GPT *g, void *arg) {
     P->clock = NULL;
 }
 
+// Elements [lo, hi) of a chunk's state as views: params (data: element lo), or the
+// optimizer's moments. `rep` replicas hold them (the data-parallel ones), this is
+// number r; the tied embedding [w0, w1) is held by twice as many, the first
+// virtual stage's and the last's copy, which save half each (copy: the second half).
+static void pipe_views(TrainState *st, GPT *m, const AdamW *opt, size_t w0, size_t w1, int copy,
+                       int rep, int r) {
+    size_t cut[4] = {0, w0, w1, m->n_params};
+    for (int i = 0; i < 3; i++) {
+        size_t lo = cut[i], hi = cut[i + 1];
+        int reps = i == 1 ? 2 * rep : rep, at = i == 1 ? r + copy * rep : r;
+        if (hi <= lo) continue;
+        if (opt) train_state_opt_views(st, opt, m, lo, hi, reps, at);
+        else train_state_add(st, ST_PARAMS, m, lo, hi, m->params + lo, reps, at);
+    }
+}
+
+// For a checkpoint (stage 07): every chunk's weights and AdamW state, in the
+// single-process tensors' coordinates (each chunk's slice table places its
+// layers in the whole model); the replicas over dp share the saving, the
+// tied embedding's two holders too. (What tensor parallelism replicates is
+// saved by its rank 0 alone: checkpoint.c.)
+static void pipe_state(GPT *g, TrainState *st, void *arg) {
+    (void)g;
+    Pipe *P = arg;
+    int dp = P->dp->size, r = P->dp->rank, K = P->S->p * P->v;
+    for (int c = 0; c < P->v; c++) {
+        GPT *m = P->model[c];
+        const ParamSlice *wte = &m->slices[0];
+        size_t w0 = 0, w1 = 0;
+        if (K > 1 && wte->numel) w0 = wte->offset, w1 = wte->offset + wte->numel;
+        int copy = is_wte_copy(P, c, 0);
+        pipe_views(st, m, NULL, w0, w1, copy, dp, r);
+        // With ZeRO-1 each replica's moments are its own shard: no replicas.
+        train_state_track_opt(st, &P->opt[c]);
+        pipe_views(st, m, &P->opt[c], w0, w1, copy, P->zero1 ? 1 : dp, P->zero1 ? 0 : r);
+    }
+}
+
 void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, TensorParallel *tp, Algo algo,
                const PPSchedule *S, Timeline *tl) {
     memset(P, 0, sizeof *P);
@@ -157,8 +196,8 @@ void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, TensorParallel *tp, Algo 
     CHECK(pp->size == S->p, "a schedule for %d stages on a pipeline group of %d", S->p, pp->size);
     P->strategy = (TrainStrategy){.build = pipe_build, .run_micro_batches = pipe_micro_batches,
                                   .step = pipe_optimizer_step,
-                                  .gather_params = pipe_gather_params, .destroy = pipe_destroy,
-                                  .arg = P};
+                                  .gather_params = pipe_gather_params, .state = pipe_state,
+                                  .destroy = pipe_destroy, .arg = P};
 }
 
 // ---------------------------------------------------------------- the tied embedding

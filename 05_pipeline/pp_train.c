@@ -62,8 +62,6 @@ int main(int argc, char **argv) {
                 "data parallelism over a dp x tp x pp mesh of ranks.");
     if (a.elastic) flags_fail("--elastic: a pipeline cannot lose one rank (use ddp_train or "
                               "sharded_train)");
-    if (a.ckpt_dir) flags_fail("--ckpt-dir: pipelines are not checkpointed yet (stage 07 "
-                               "checkpoints train, ddp_train, sharded_train and tp_train)");
     GPTConfig cfg;
     train_resolve(&a, &cfg);
     // Everything that can be wrong with the layout is said before any rank starts.
@@ -144,9 +142,13 @@ int main(int argc, char **argv) {
              sched, chunks > 1 ? ", interleaved chunks" : "", a.accum, tp, sp ? " + SP" : "", dp,
              zero1 ? " (ZeRO-1)" : "", gpp ? "; the pipeline group on GPUs: " : "",
              gpp ? gpu_comm_describe(gpp) : "");
+    char layout[96];  // for a checkpoint's manifest
+    snprintf(layout, sizeof layout, "dp=%d tp=%d pp=%d chunks=%d%s%s", dp, tp, pp, chunks,
+             sp ? " sp" : "", zero1 ? " zero1" : "");
     TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
                     .local_cores = comm_local_cores(c), .data_rank = dpg.rank, .data_world = dp,
-                    .label = label, .strategy = &P.strategy, .sync_params = barrier, .arg = &P};
+                    .label = label, .strategy = &P.strategy, .sync_params = barrier, .arg = &P,
+                    .comm = c, .group = comm_world(c), .layout = layout};
     train_run(&a, &ctx, &h);
 
     const Ledger *L = &ctx.ledger;

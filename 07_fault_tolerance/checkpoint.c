@@ -45,16 +45,29 @@ void train_state_add(TrainState *s, StateKind kind, const GPT *g, size_t lo, siz
     s->views[s->n_views++] = (StateView){kind, g, lo, hi, data, replicas, replica};
 }
 
-void train_state_add_opt(TrainState *s, AdamW *opt, const GPT *g, int replicas, int replica) {
+void train_state_track_opt(TrainState *s, AdamW *opt) {
     if (s->n_opts == s->opt_cap) {
         s->opt_cap = s->opt_cap ? 2 * s->opt_cap : 4;
         s->opts = realloc(s->opts, (size_t)s->opt_cap * sizeof *s->opts);
         CHECK(s->opts, "out of host memory");
     }
     s->opts[s->n_opts++] = opt;
-    train_state_add(s, ST_EXP_AVG, g, opt->begin, opt->end, opt->m, replicas, replica);
-    train_state_add(s, ST_EXP_AVG_SQ, g, opt->begin, opt->end, opt->v, replicas, replica);
-    if (opt->master) train_state_add(s, ST_MASTER, g, opt->begin, opt->end, opt->master, replicas, replica);
+}
+
+void train_state_opt_views(TrainState *s, const AdamW *opt, const GPT *g, size_t lo, size_t hi,
+                           int replicas, int replica) {
+    if (lo < opt->begin) lo = opt->begin;
+    if (hi > opt->end) hi = opt->end;
+    if (hi <= lo) return;
+    size_t at = lo - opt->begin;  // the moments hold elements [begin, end)
+    train_state_add(s, ST_EXP_AVG, g, lo, hi, opt->m + at, replicas, replica);
+    train_state_add(s, ST_EXP_AVG_SQ, g, lo, hi, opt->v + at, replicas, replica);
+    if (opt->master) train_state_add(s, ST_MASTER, g, lo, hi, opt->master + at, replicas, replica);
+}
+
+void train_state_add_opt(TrainState *s, AdamW *opt, const GPT *g, int replicas, int replica) {
+    train_state_track_opt(s, opt);
+    train_state_opt_views(s, opt, g, opt->begin, opt->end, replicas, replica);
 }
 
 void train_state_free(TrainState *s) {

@@ -61,13 +61,24 @@ typedef struct {
 } TrainState;
 void train_state_add(TrainState *s, StateKind kind, const GPT *g, size_t lo, size_t hi,
                      float *data, int replicas, int replica);
+// An optimizer's moments (and masters) over its whole range as views, and the
+// optimizer among those whose counters a checkpoint keeps (resume.c).
 void train_state_add_opt(TrainState *s, AdamW *opt, const GPT *g, int replicas, int replica);
+// The two halves of that, for a rank whose replicas differ from piece to piece
+// (a pipeline's tied embedding): the counters, and the views of [lo, hi) of the
+// optimizer's range.
+void train_state_track_opt(TrainState *s, AdamW *opt);
+void train_state_opt_views(TrainState *s, const AdamW *opt, const GPT *g, size_t lo, size_t hi,
+                           int replicas, int replica);
 void train_state_free(TrainState *s);
 
 // What is not a tensor but must be saved for a bit-exact resume (resume.c).
 typedef struct {
     uint64_t step;          // optimizer steps done
     uint64_t data_step;     // the data loader's position (data.h: micro-batches served)
+    uint64_t data_step_rows;  // ...in loader steps of this many rows (B x data-parallel
+                            // ranks): set by the trainer, so that a resume in another
+                            // layout converts the position (rows are the same data)
     uint64_t seed;          // the weights' and the corpus's; stochastic rounding's stream
     char recipe[16];        // the precision recipe (a resume must not change it)
     int opt_t;              // AdamW's step counter (bias correction, rounding streams)

@@ -5,7 +5,7 @@
 //   build/ckpt_interval --table > table.dat               # the same at cluster scale
 //   build/ckpt_interval --table --ckpt-cost 4.2           # ... with a measured cost as well
 //
-// The sweep simulates the run (young_daly.c: failures drawn at the MTBF, a failure
+// The sweep simulates the run (goodput.c: failures drawn at the MTBF, a failure
 // losing the work since the last checkpoint and costing a restart) at intervals from
 // 0.1 to 10 times Young's, log spaced, plus Young's and Daly's own, and marks the best.
 // Every interval sees the same failure times (one seed): the curve's differences are
@@ -43,7 +43,7 @@ static void sweep(const Setup *s, int points, const char *mtbf_from) {
            " restart R = %g s\n", s->C, s->M, s->M / 3600, mtbf_from, s->R);
     printf("# Young sqrt(2CM) = %.1f s; Daly (2006, higher order) = %.1f s;"
            " sqrt(2CM) - C = %.1f s (not Daly's)\n", young, daly, young - s->C);
-    printf("# the model's optimum (young_daly.c, exact for this simulation): T = %.1f s,"
+    printf("# the model's optimum (goodput.c: exact for this simulation): T = %.1f s,"
            " goodput %.5f\n", best_model_T, best_g);
     printf("# simulated: %g expected failures per interval (horizon %.4g s), seed %llu, the same"
            " failure times for every interval\n", s->failures, s->failures * s->M, s->seed);
@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
         F_DOUBLE_SENTINEL("--mtbf", &M, 1e-3, 1e12, "0 = from --gpus",
                           "the job's mean time between failures, seconds"),
         F_INT_SENTINEL("--gpus", &gpus, 1, 1 << 24, "0 = none",
-                       "the job's GPUs: its MTBF from the cited figures (young_daly.c), or "
+                       "the job's GPUs: its MTBF from the cited figures (goodput.c), or "
                        "their 1/N projection"),
         F_DOUBLE("--restart", &s.R, 0, 1e9,
                  "seconds a failure costs beyond the lost work (detect, restart, load)"),

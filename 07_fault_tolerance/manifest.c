@@ -54,8 +54,9 @@ void manifest_file_entry(JsonBuf *b, const char *file, int rank, uint64_t bytes,
 // identical bits.
 static void progress_json(JsonBuf *b, const TrainProgress *p) {
     const LossScaler *s = &p->scaler;
-    jb_printf(b, "{\"step\": %" PRIu64 ", \"data_step\": %" PRIu64 ", \"seed\": %" PRIu64
-              ", \"recipe\": ", p->step, p->data_step, p->seed);
+    jb_printf(b, "{\"step\": %" PRIu64 ", \"data_step\": %" PRIu64 ", \"data_step_rows\": %" PRIu64
+              ", \"seed\": %" PRIu64 ", \"recipe\": ", p->step, p->data_step, p->data_step_rows,
+              p->seed);
     jb_string(b, p->recipe);
     jb_printf(b, ", \"opt_t\": %d, \"master_filled\": %d, \"opt_skipped\": %ld, \"overflows\": %ld,"
               "\n    \"scaler\": {\"scale\": %.9g, \"growth_factor\": %.9g, \"backoff_factor\": %.9g, "
@@ -106,16 +107,16 @@ static int get_int(const Json *o, const char *key, const char *what, uint64_t ma
 }
 
 static int parse_progress(const Json *o, const char *what, TrainProgress *p, char *err, size_t errn) {
-    static const char *ukeys[7] = {"step", "seed", "opt_t", "master_filled", "opt_skipped",
-                                   "overflows", "data_step"};
+    static const char *ukeys[8] = {"step", "seed", "opt_t", "master_filled", "opt_skipped",
+                                   "overflows", "data_step", "data_step_rows"};
     static const char *su_keys[6] = {"growth_interval", "good_steps", "steps", "skipped",
                                      "growths", "backoffs"};
     static const char *sd_keys[5] = {"scale", "growth_factor", "backoff_factor", "min_scale",
                                      "max_scale"};
-    uint64_t u[7], su[6];
+    uint64_t u[8], su[6];
     double d[5];
     const char *recipe;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (json_get_u64(o, ukeys[i], what, &u[i], err, errn)) return -1;
     if (json_get_string(o, "recipe", what, &recipe, err, errn)) return -1;
     const Json *s = json_get_typed(o, "scaler", JSON_OBJECT, what, err, errn);
@@ -126,7 +127,8 @@ static int parse_progress(const Json *o, const char *what, TrainProgress *p, cha
         if (json_get_double(s, sd_keys[i], what, &d[i], err, errn)) return -1;
     if (u[2] > INT32_MAX || u[3] > 1 || u[4] > INT32_MAX || u[5] > INT32_MAX ||
         su[0] > INT32_MAX || su[1] > INT32_MAX || su[2] > INT32_MAX || su[3] > INT32_MAX ||
-        su[4] > INT32_MAX || su[5] > INT32_MAX || strlen(recipe) >= sizeof p->recipe)
+        su[4] > INT32_MAX || su[5] > INT32_MAX || strlen(recipe) >= sizeof p->recipe ||
+        u[7] == 0 || u[7] > INT32_MAX || u[6] > UINT64_MAX / u[7])
         return bad(err, errn, what, "%s holds a value out of range", "\"progress\"");
     memset(p, 0, sizeof *p);
     p->step = u[0];
@@ -136,6 +138,7 @@ static int parse_progress(const Json *o, const char *what, TrainProgress *p, cha
     p->opt_skipped = (long)u[4];
     p->overflows = (long)u[5];
     p->data_step = u[6];
+    p->data_step_rows = u[7];
     snprintf(p->recipe, sizeof p->recipe, "%s", recipe);
     LossScaler *sc = &p->scaler;
     sc->scale = (float)d[0];

@@ -240,6 +240,20 @@ static int ckpt_begin(const TrainArgs *a, TrainState *st, CkptConfig *cc, LossSc
     CHECK(p.step <= (uint64_t)a->steps, "--resume: the checkpoint is of step %llu, past --steps %d",
           (unsigned long long)p.step, a->steps);
     resume_restore(&p, st, scaler, overflows, dl);
+    // A checkpoint of another layout counts its data position in its own loader
+    // steps: the same rows (sequences) are this layout's step rows / (B x dp),
+    // rounded up when they are not a whole number of them (the rows in between
+    // are skipped: no layout can serve part of a step).
+    uint64_t unit = (uint64_t)dl->B * (uint64_t)dl->world;
+    if (p.data_step_rows != unit) {
+        uint64_t rows = dl->step * p.data_step_rows, was = dl->step;
+        dl->step = (rows + unit - 1) / unit;
+        if (cc->rank == 0)
+            log_info("--resume: the data position, %llu loader steps of %llu rows, is step %llu "
+                     "of this layout's %llu%s", (unsigned long long)was,
+                     (unsigned long long)p.data_step_rows, (unsigned long long)dl->step,
+                     (unsigned long long)unit, rows % unit ? " (the rows up to it skipped)" : "");
+    }
     if (cc->rank == 0) log_info("checkpoint loaded in %.1f ms", (now_seconds() - t0) * 1e3);
     int reached = ckpt_noted_step(a->ckpt_dir);
     if (cc->rank == 0 && reached > (int)p.step)
@@ -280,6 +294,7 @@ static void ckpt_start(const TrainArgs *a, const CkptConfig *cc, const TrainStat
     ckpt_finish(cc, pc);  // one save in flight at most
     TrainProgress p;
     resume_capture(&p, (uint64_t)step, a->seed, a->precision, st, scaler, overflows, dl);
+    p.data_step_rows = (uint64_t)dl->B * (uint64_t)dl->world;  // the position's unit
     char err[4096];
     double t0 = now_seconds();
     if (ckpt_save_start(cc, st, &p, a->ckpt_async, &pc->save, err, sizeof err) != 0) {

@@ -20,11 +20,12 @@ BUILD=${BUILD:-build}
 export BUILD
 cd "$(dirname "$0")/.."
 # The Python the tests use must import torch and numpy (Debian's python3-torch, from
-# scripts/install-deps.sh). PY=... chooses one; otherwise /usr/bin/python3, or the
-# first python3 on the PATH that has both (a GPU image keeps torch in its own venv).
+# scripts/install-deps.sh). PY=... chooses one; otherwise .venv/ (install-deps.sh's:
+# Debian's, plus the safetensors package), /usr/bin/python3, or the first python3 on
+# the PATH that has both (a GPU image keeps torch in its own venv).
 if [ -z "${PY:-}" ]; then
     PY=/usr/bin/python3
-    for c in /usr/bin/python3 $(type -ap python3); do
+    for c in "$PWD/.venv/bin/python3" /usr/bin/python3 $(type -ap python3); do
         "$c" -c 'import torch, numpy' 2>/dev/null && { PY=$c; break; }
     done
 fi

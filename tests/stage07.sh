@@ -10,13 +10,15 @@ export S7_TRAIN
 # The layouts the kill-and-resume trials cycle through, each with a global batch
 # of 4 sequences: "binary flags".
 s7_layout() {  # s7_layout N
-    case $(($1 % 6)) in
+    case $(($1 % 8)) in
         0) echo "train --batch 4" ;;
         1) echo "ddp_train --np 2 --batch 2" ;;
         2) echo "sharded_train --np 2 --strategy zero3 --batch 2" ;;
         3) echo "tp_train --np 2 --tp 2 --batch 4" ;;
         4) echo "sharded_train --np 3 --strategy fsdp --batch 2 --grad-accum 2" ;;
         5) echo "tp_train --np 4 --tp 2 --batch 2" ;;
+        6) echo "pp_train --np 2 --pp 2 --schedule 1f1b --batch 2 --grad-accum 2" ;;
+        7) echo "pp_train --np 4 --pp 2 --zero1 --schedule zb-h1 --batch 1 --grad-accum 2" ;;
     esac
 }
 export -f s7_layout
@@ -36,6 +38,7 @@ export -f s7_reference
 # compare the final weights with the uninterrupted run's: bitwise (cmp).
 s7_trial() {  # s7_trial SEED LAYOUT_INDEX... (one trial per seed, cycling the layouts)
     local bad=0 seed
+    for seed in "$@"; do echo "PLAN s7.resume.bitwise.seed$seed"; done
     for seed in "$@"; do
         local layout bin args tag d="$S7_DIR/trial.$seed"
         layout=$(s7_layout "$seed")
@@ -79,6 +82,7 @@ run ft-resume-trials-d s7_trial 19 20 21 22 23 24
 # an overflow injected at step 2 backs the scale off before the checkpoint at 3).
 s7_precision() {  # s7_precision NAME FLAGS...
     local name=$1 d="$S7_DIR/prec.$1"; shift
+    echo "PLAN s7.resume.precision.$name"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
     "$BUILD/train" --batch 2 $S7_TRAIN "$@" --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1 &&
@@ -104,6 +108,7 @@ run ft-resume-bf16-sr s7_precision bf16-sr --precision bf16-sr
 # resume comes from step 3, and the weights still end bitwise.
 s7_kill_in_ckpt() {
     local d="$S7_DIR/inckpt" ref="$S7_DIR/ref.ddp.safetensors"
+    printf 'PLAN s7.kill_in_ckpt.unpublished\nPLAN s7.kill_in_ckpt.resume\n'
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
     "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >"$d/ref.log" 2>&1
@@ -203,33 +208,37 @@ run ft-reshard-zero3-to-ddp s7_reshard zero3_np4_to_ddp_np2 "sharded_train --np 
 run ft-reshard-tp2-to-1 s7_reshard tp2_to_1 "tp_train --np 2 --tp 2 --batch 4" "train --batch 4"
 run ft-reshard-1-to-dp2tp2 s7_reshard 1_to_dp2_tp2 "train --batch 4" "tp_train --np 4 --tp 2 --batch 2"
 run ft-reshard-ddp-to-fsdp s7_reshard ddp_np2_to_fsdp_np4 "ddp_train --np 2 --batch 2" "sharded_train --np 4 --strategy fsdp --batch 1"
+run ft-reshard-pp2-to-1 s7_reshard pp2_to_1 "pp_train --np 2 --pp 2 --batch 2 --grad-accum 2" "train --batch 4"
+run ft-reshard-1-to-dp2pp2 s7_reshard 1_to_dp2_pp2_zero1 "train --batch 4" "pp_train --np 4 --pp 2 --zero1 --batch 1 --grad-accum 2"
 
 # The shards are plain safetensors: an independent reader (tests/torch_gpt.py's,
-# not the C one) opens each, and every tensor is F32 and named kind/tensor@r0,c0.
+# not the C one) opens each, and every tensor is F32 and named kind/tensor@r0,c0
+# (tests/ckpt_shards.py).
 s7_readable() {
     local d="$S7_DIR/readable"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
     "$BUILD/tp_train" --np 2 --tp 2 --batch 4 $S7_TRAIN --steps 2 --ckpt-dir "$d/ck" >"$d/run.log" 2>&1
-    "$PY" - "$d/ck/step-00000002" <<'PY'
-import glob, json, os, re, sys
-sys.path.insert(0, "tests")
-from torch_gpt import load_safetensors
-d = sys.argv[1]
-m = json.load(open(os.path.join(d, "manifest.json")))
-n = 0
-for f in m["files"]:
-    t, _ = load_safetensors(os.path.join(d, f["name"]))
-    for k, v in t.items():
-        assert re.fullmatch(r"(params|exp_avg|exp_avg_sq|master)/[a-z0-9_.]+@\d+,\d+", k), k
-        assert str(v.dtype) == "float32" and v.ndim == 2, (k, v.dtype, v.shape)
-    assert len(t) == len(f["pieces"]), (f["name"], len(t), len(f["pieces"]))
-    n += len(t)
-print(f"PASS s7.shards_readable  {len(m['files'])} shards, {n} tensors opened by Python's reader; "
-      f"each listed in the manifest with its rectangle")
-PY
+    "$PY" tests/ckpt_shards.py "$d/ck/step-00000002"
 }
 run ft-readable s7_readable
+
+# The same shards opened by PyTorch's own `safetensors` package (PyPI; Debian 12 has
+# none: scripts/install-deps.sh installs it into .venv/): every tensor equal to
+# what the course's reader found.
+s7_safetensors_package() {
+    local d="$S7_DIR/readable/ck/step-00000002"
+    if ! "$PY" -c 'import safetensors.torch' 2>/dev/null; then
+        echo "SKIP s7.shards_safetensors_package: $PY cannot import safetensors (scripts/install-deps.sh installs it into .venv/)"
+        return 77
+    fi
+    if [ ! -f "$d/manifest.json" ]; then
+        # shellcheck disable=SC2086
+        "$BUILD/tp_train" --np 2 --tp 2 --batch 4 $S7_TRAIN --steps 2 --ckpt-dir "${d%/*}" >"$S7_DIR/pkg.log" 2>&1
+    fi
+    "$PY" tests/ckpt_shards.py --package "$d"
+}
+run ft-safetensors-package s7_safetensors_package
 
 # Bad input is refused before any work, naming the flag or the reason.
 s7_refuse() {  # s7_refuse NAME PATTERN BINARY FLAGS...
@@ -245,7 +254,6 @@ s7_refuse() {  # s7_refuse NAME PATTERN BINARY FLAGS...
     fi
 }
 run ft-refuse-resume-nodir s7_refuse resume_needs_dir "--resume needs --ckpt-dir" train --resume
-run ft-refuse-pp s7_refuse pp "pipelines are not checkpointed yet" pp_train --np 2 --pp 2 --ckpt-dir "$S7_DIR/pp"
 run ft-refuse-dir s7_refuse unwritable_dir "--ckpt-dir /proc/stage07: cannot create" train --ckpt-dir /proc/stage07
 run ft-refuse-inject s7_refuse inject_bad "--inject: step=99 is not a number in [1, 10]" train --inject kill,step=99
 s7_refuse_other() {  # a checkpoint of another model or recipe is not silently used
