@@ -58,6 +58,10 @@ typedef struct {
     int n_views, cap;
     AdamW **opts;
     int n_opts, opt_cap;
+    // The rank's model, for what is its own and no tensor of the whole model: the
+    // fp8 recipe's amax histories (each rank measures its own), saved in its shard
+    // as "local/fp8_scaling". NULL: nothing of the kind.
+    GPT *model;
 } TrainState;
 void train_state_add(TrainState *s, StateKind kind, const GPT *g, size_t lo, size_t hi,
                      float *data, int replicas, int replica);
@@ -71,6 +75,11 @@ void train_state_track_opt(TrainState *s, AdamW *opt);
 void train_state_opt_views(TrainState *s, const AdamW *opt, const GPT *g, size_t lo, size_t hi,
                            int replicas, int replica);
 void train_state_free(TrainState *s);
+
+// A rank's own state in its shard, beside the pieces: the fp8 recipe's scaling
+// (gpt_fp8_state's rows). A resume on as many ranks reads its own rank's; on
+// another number, rank r reads rank r mod the writers'.
+#define CKPT_FP8_KEY "local/fp8_scaling"
 
 // What is not a tensor but must be saved for a bit-exact resume (resume.c).
 typedef struct {
@@ -97,6 +106,18 @@ typedef void (*CkptSum)(float *buf, int n, void *arg);
 typedef struct { Comm *comm; const Group *group; } CkptP2P;
 void ckpt_sum_p2p(float *buf, int n, void *arg);
 
+// The host memory a rank's snapshots go through, kept from one save to the next
+// (one is in flight at most, so one buffer does): pinned on a GPU (ops->host_alloc),
+// so that the copy out of device memory, the stall an async save cannot hide,
+// runs at the link's speed; grown when a save needs more.
+typedef struct {
+    Ctx *ctx;               // whose host_alloc made buf
+    float *buf;
+    size_t cap;             // floats
+    int pinned;             // 0: host_alloc failed, buf is plain malloc
+} CkptStaging;
+void ckpt_staging_free(CkptStaging *s);
+
 typedef struct {
     const char *dir;        // the checkpoint directory (created if missing)
     int keep;               // complete checkpoints kept (older ones deleted), >= 1
@@ -109,6 +130,7 @@ typedef struct {
     // recipe or seed is refused (before anything is read) with both named.
     const char *recipe;
     uint64_t seed;
+    CkptStaging *staging;   // reused between saves; NULL: a buffer per save
 } CkptConfig;
 
 // Saves step p->step (a collective: every rank calls it). Returns 0, or -1 with

@@ -35,8 +35,12 @@ struct CkptSave {
     TrainProgress p;
     const GPT *g0;          // the slice table the manifest lists
     char name[64], tmpdir[4200];
-    int nt;                 // the snapshot: nt rectangles, their kinds and bytes
-    StTensor *t;
+    float *stage;           // the snapshot's shares, on the host (cc.staging's, or own_stage)
+    size_t staged;          // floats in use
+    float *own_stage;       // without cc.staging: this save's, freed with it
+    int nt;                 // the snapshot: nt rectangles, their kinds and bytes,
+    int n_local;            // then n_local tensors of the rank's own (not pieces)
+    StTensor *t;            // data: in stage, or malloc'd (a rectangle of a row band)
     StateKind *kinds;
     CkptBox *boxes;
     pthread_t thread;
@@ -47,18 +51,64 @@ struct CkptSave {
     double snapshot_ms, write_ms, wait_ms;
 };
 
-// The snapshot: this rank's share of every view, on the host, as rectangles.
+// The share of replica k of n of view V: [lo + k*len/n, lo + (k+1)*len/n).
+static void share(const StateView *V, size_t *a, size_t *b) {
+    size_t len = V->hi - V->lo;
+    *a = V->lo + len * (size_t)V->replica / (size_t)V->replicas;
+    *b = V->lo + len * (size_t)(V->replica + 1) / (size_t)V->replicas;
+}
+
+void ckpt_staging_free(CkptStaging *s) {
+    if (s->buf && s->pinned) s->ctx->ops->host_free(s->ctx, s->buf);
+    else free(s->buf);
+    memset(s, 0, sizeof *s);
+}
+
+// Room for n floats: the reused staging buffer (grown if need be), or one of
+// this save's own.
+static float *stage_buffer(CkptSave *s, CkptStaging *cs, Ctx *ctx, size_t n) {
+    if (!cs) {
+        s->own_stage = malloc(n * sizeof(float) + 1);
+        CHECK(s->own_stage, "out of host memory for a checkpoint's snapshot (%zu MB)", n >> 18);
+        return s->own_stage;
+    }
+    if (cs->cap < n) {
+        ckpt_staging_free(cs);
+        cs->ctx = ctx;
+        cs->buf = ctx->ops->host_alloc(ctx, n * sizeof(float));
+        cs->pinned = cs->buf != NULL;
+        if (!cs->buf) cs->buf = malloc(n * sizeof(float) + 1);
+        CHECK(cs->buf, "out of host memory for a checkpoint's snapshot (%zu MB)", n >> 18);
+        cs->cap = n;
+    }
+    return cs->buf;
+}
+
+static int in_stage(const CkptSave *s, const void *p) {
+    return (const float *)p >= s->stage && (const float *)p < s->stage + s->staged;
+}
+
+// The snapshot: this rank's share of every view, copied to the host (the only
+// copy: a rectangle of whole rows is written to the file from where it lies),
+// then cut into rectangles.
 static void snapshot(CkptSave *s, const TrainState *st) {
+    size_t total = 0;
+    for (int v = 0; v < st->n_views; v++) {
+        size_t a, b;
+        share(&st->views[v], &a, &b);
+        total += b - a;
+    }
+    s->stage = stage_buffer(s, s->cc.staging, st->views[0].g->ctx, total);
+    s->staged = total;
     int cap = 0;
+    size_t off = 0;
     for (int v = 0; v < st->n_views; v++) {
         const StateView *V = &st->views[v];
-        // The share of replica k of n: [lo + k*len/n, lo + (k+1)*len/n).
-        size_t len = V->hi - V->lo;
-        size_t a = V->lo + len * (size_t)V->replica / (size_t)V->replicas;
-        size_t b = V->lo + len * (size_t)(V->replica + 1) / (size_t)V->replicas;
+        size_t a, b;
+        share(V, &a, &b);
         if (b <= a) continue;
-        float *host = malloc((b - a) * sizeof(float));
-        CHECK(host, "out of host memory");
+        float *host = s->stage + off;
+        off += b - a;
         V->g->ctx->ops->to_host(V->g->ctx, host, V->data + (a - V->lo), (b - a) * sizeof(float));
         CkptBox *boxes;
         int n = ckpt_boxes(V->g, a, b, &boxes);
@@ -77,10 +127,14 @@ static void snapshot(CkptSave *s, const TrainState *st) {
                 V->g->slices[x->slice].split == SPLIT_NONE)
                 continue;
             size_t bytes = (size_t)(x->nr * x->nc) * sizeof(float);
-            float *p = malloc(bytes);
-            CHECK(p, "out of host memory");
-            for (int64_t r = 0; r < x->nr; r++)
-                memcpy(p + r * x->nc, host + x->local + (size_t)r * x->stride, (size_t)x->nc * sizeof(float));
+            const float *p = host + x->local;
+            if (x->nr > 1 && x->stride != (size_t)x->nc) {  // a band of columns: gathered
+                float *q = malloc(bytes);
+                CHECK(q, "out of host memory");
+                for (int64_t r = 0; r < x->nr; r++)
+                    memcpy(q + r * x->nc, p + (size_t)r * x->stride, (size_t)x->nc * sizeof(float));
+                p = q;
+            }
             StTensor *T = &s->t[s->nt];
             memset(T, 0, sizeof *T);
             ckpt_key(V->kind, V->g->slices[x->slice].name, x->r0, x->c0, T->name, sizeof T->name);
@@ -94,7 +148,25 @@ static void snapshot(CkptSave *s, const TrainState *st) {
             s->boxes[s->nt++] = *x;
         }
         free(boxes);
-        free(host);
+    }
+    // The fp8 recipe's amax histories: this rank's own (it measured them).
+    int rows, cols;
+    float *fp8 = st->model ? gpt_fp8_state(st->model, &rows, &cols) : NULL;
+    if (fp8 && rows > 0) {
+        s->t = realloc(s->t, (size_t)(s->nt + 1) * sizeof *s->t);
+        CHECK(s->t, "out of host memory");
+        StTensor *T = &s->t[s->nt];
+        memset(T, 0, sizeof *T);
+        snprintf(T->name, sizeof T->name, "%s", CKPT_FP8_KEY);
+        T->dtype = DT_F32;
+        T->ndim = 2;
+        T->shape[0] = rows;
+        T->shape[1] = cols;
+        T->data = fp8;
+        T->nbytes = (size_t)rows * (size_t)cols * sizeof(float);
+        s->n_local = 1;
+    } else {
+        free(fp8);
     }
 }
 
@@ -112,7 +184,7 @@ static void *write_shard(void *arg) {
     uint64_t bytes;
     uint32_t crc;
     s->ok = 0;
-    if (st_save(path, s->t, s->nt, meta, 2, s->err, sizeof s->err) != 0) goto out;
+    if (st_save(path, s->t, s->nt + s->n_local, meta, 2, s->err, sizeof s->err) != 0) goto out;
     if (ckpt_crc_of_file(path, &bytes, &crc) != 0) {
         snprintf(s->err, sizeof s->err, "%s: reading it back failed: %s", path, strerror(errno));
         goto out;
@@ -227,11 +299,13 @@ int ckpt_save_finish(CkptSave *s, CkptSaveStats *stats, char *err, size_t errn) 
     }
     if (stats) {
         size_t bytes = 0;
-        for (int i = 0; i < s->nt; i++) bytes += s->t[i].nbytes;
+        for (int i = 0; i < s->nt + s->n_local; i++) bytes += s->t[i].nbytes;
         *stats = (CkptSaveStats){.snapshot_ms = s->snapshot_ms, .write_ms = s->write_ms,
                                  .wait_ms = s->wait_ms, .bytes = bytes, .async = s->threaded};
     }
-    for (int i = 0; i < s->nt; i++) free((void *)s->t[i].data);
+    for (int i = 0; i < s->nt + s->n_local; i++)
+        if (!in_stage(s, s->t[i].data)) free((void *)s->t[i].data);
+    free(s->own_stage);
     free(s->t);
     free(s->kinds);
     free(s->boxes);

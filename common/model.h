@@ -367,6 +367,13 @@ void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed);
 // histories and the next step's scales are fixed (nothing without fp8).
 void gpt_fp8_step_end(GPT *g);
 int gpt_fp8_layers(const GPT *g);  // linear layers seen so far (4L + 1 after a forward)
+// The scales' state, for a checkpoint (stage 07): every layer's amax histories
+// (x, w, dy), one row of history + 2 floats each, in the order the layers first
+// ran; malloc'd (NULL, 0 x 0 without fp8). And back: layers a forward has not
+// reached yet take their rows when it does. -1 with a message if the shape or a
+// position does not fit this run.
+float *gpt_fp8_state(const GPT *g, int *rows, int *cols);
+int gpt_fp8_restore(GPT *g, const float *state, int rows, int cols, char *err, size_t errn);
 int gpt_recipe_master(GPTRecipe r);                // 1: fp32 master weights (mixed-*, fp8)
 DType gpt_recipe_dtype(GPTRecipe r);               // what it rounds to: fp32, bf16 or fp16
 const char *gpt_recipe_name(GPTRecipe r);          // "fp32", "mixed-bf16", ...

@@ -18,6 +18,7 @@
 // core computes, up to its accumulation order. Serial layers only (one process, or
 // data parallelism: each rank keeps its own scales, where Transformer Engine would
 // all-reduce the amaxes over the data-parallel group).
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,8 @@ typedef struct {
 struct GPTFp8 {
     Fp8Linear *lin;
     int n, cap, history;
+    float *restored;         // gpt_fp8_restore's rows for layers not seen yet (NULL: none)
+    int restored_layers;
     float *scratch;          // x, w and dy cast to fp8, in fp32 slots (MEM_WORKSPACE)
     size_t scratch_floats, nx, nw;
 };
@@ -59,8 +62,79 @@ void gpt_fp8_free(GPT *g) {
         for (int k = 0; k < FP8_TENSORS; k++) fp8_scaling_free(&f->lin[i].hist[k]);
     if (f->scratch) mem_free(g->ctx, MEM_WORKSPACE, f->scratch, f->scratch_floats * sizeof(float));
     free(f->lin);
+    free(f->restored);
     free(f);
     g->fp8 = NULL;
+}
+
+// One Fp8Scaling as a row of history + 2 floats: pos, filled, the ring as it lies
+// (small integers and amaxes: a float holds each exactly, infinities included).
+static void scaling_put(const Fp8Scaling *h, float *row) {
+    row[0] = (float)h->pos;
+    row[1] = (float)h->filled;
+    memcpy(row + 2, h->history, (size_t)h->len * sizeof(float));
+}
+
+static void scaling_get(Fp8Scaling *h, const float *row) {
+    h->pos = (int)row[0];
+    h->filled = (int)row[1];
+    memcpy(h->history, row + 2, (size_t)h->len * sizeof(float));
+}
+
+static void restore_layer(struct GPTFp8 *f, int i) {
+    Fp8Linear *L = &f->lin[i];
+    for (int k = 0; k < FP8_TENSORS; k++) {
+        scaling_get(&L->hist[k], f->restored + ((size_t)i * FP8_TENSORS + k) * (f->history + 2));
+        L->scale[k] = fp8_scale(&L->hist[k]);
+        L->amax[k] = 0.0f;
+    }
+}
+
+float *gpt_fp8_state(const GPT *g, int *rows, int *cols) {
+    const struct GPTFp8 *f = g->fp8;
+    *rows = 0, *cols = 0;
+    if (!f) return NULL;
+    // Layers a restore filled in that no forward has reached yet keep their rows.
+    int n = f->n > f->restored_layers ? f->n : f->restored_layers;
+    *rows = n * FP8_TENSORS, *cols = f->history + 2;
+    float *out = calloc((size_t)*rows * (size_t)*cols + 1, sizeof(float));
+    CHECK(out, "out of host memory");
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < FP8_TENSORS; k++) {
+            float *row = out + ((size_t)i * FP8_TENSORS + k) * (size_t)*cols;
+            if (i < f->n) scaling_put(&f->lin[i].hist[k], row);
+            else memcpy(row, f->restored + ((size_t)i * FP8_TENSORS + k) * (size_t)*cols,
+                        (size_t)*cols * sizeof(float));
+        }
+    return out;
+}
+
+int gpt_fp8_restore(GPT *g, const float *state, int rows, int cols, char *err, size_t errn) {
+    struct GPTFp8 *f = g->fp8;
+    CHECK(f, "gpt_fp8_restore: the model does not use fp8");
+    if (cols != f->history + 2 || rows % FP8_TENSORS != 0) {
+        snprintf(err, errn, "fp8 scaling state of %d x %d: this run keeps %d tensors x (history %d "
+                 "+ 2) per layer (GPT_FP8_HISTORY)", rows, cols, FP8_TENSORS, f->history);
+        return -1;
+    }
+    for (int r = 0; r < rows; r++) {
+        const float *row = state + (size_t)r * cols;
+        if (!(row[0] >= 0 && row[0] < f->history && row[0] == (int)row[0] && row[1] >= 0 &&
+              row[1] <= f->history && row[1] == (int)row[1])) {
+            snprintf(err, errn, "fp8 scaling state, row %d: position %g, filled %g out of range "
+                     "for a history of %d", r, (double)row[0], (double)row[1], f->history);
+            return -1;
+        }
+    }
+    free(f->restored);
+    f->restored_layers = rows / FP8_TENSORS;
+    f->restored = malloc((size_t)rows * (size_t)cols * sizeof(float) + 1);
+    CHECK(f->restored, "out of host memory");
+    memcpy(f->restored, state, (size_t)rows * (size_t)cols * sizeof(float));
+    // Layers are known by their first forward: those seen already take their rows
+    // now, the others when they first appear (layer_of), in the same order.
+    for (int i = 0; i < f->n && i < f->restored_layers; i++) restore_layer(f, i);
+    return 0;
 }
 
 // The layer whose weight is w; a new one starts with scale 1 (an empty history).
@@ -80,6 +154,7 @@ static Fp8Linear *layer_of(struct GPTFp8 *f, const float *w) {
         fp8_scaling_init(&L->hist[k], f->history, fmt[k], 0.0f);
         L->scale[k] = fp8_scale(&L->hist[k]);
     }
+    if (f->n - 1 < f->restored_layers) restore_layer(f, f->n - 1);  // a resumed run's
     return L;
 }
 

@@ -38,6 +38,11 @@ struct Ops {
     void (*to_device)(Ctx *, void *dst, const void *host_src, size_t bytes);
     void (*to_host)(Ctx *, void *host_dst, const void *src, size_t bytes);
     void (*copy)(Ctx *, void *dst, const void *src, size_t bytes);  // device to device
+    // Host memory that to_host and to_device move at the link's full speed: pinned
+    // (page-locked) on a GPU, which DMA reads and writes without a bounce buffer;
+    // plain on the CPU. Not zero-filled; NULL on failure (the OS limits pinning).
+    void *(*host_alloc)(Ctx *, size_t bytes);
+    void (*host_free)(Ctx *, void *p);
     void (*synchronize)(Ctx *);                     // wait for queued work (timers)
 
     // ---- ops ----

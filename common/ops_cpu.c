@@ -28,6 +28,7 @@ static void *cpu_alloc(Ctx *ctx, size_t bytes) {
     return p;
 }
 static void cpu_free(Ctx *ctx, void *p) { (void)ctx; free(p); }
+static void *cpu_host_alloc(Ctx *ctx, size_t bytes) { (void)ctx; return malloc(bytes ? bytes : 1); }
 static void cpu_memset0(Ctx *ctx, void *p, size_t bytes) { (void)ctx; memset(p, 0, bytes); }
 static void cpu_memcpy(Ctx *ctx, void *dst, const void *src, size_t bytes) {
     (void)ctx;
@@ -541,6 +542,8 @@ const Ops ops_cpu = {
     .to_device = cpu_memcpy,
     .to_host = cpu_memcpy,
     .copy = cpu_memcpy,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_free,
     .synchronize = cpu_synchronize,
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,

@@ -264,6 +264,22 @@ static void cuda_copy(Ctx *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(ctx)));
 }
 static void cuda_synchronize(Ctx *ctx) { CUDA_CHECK(cudaStreamSynchronize(stream(ctx))); }
+// Pinned: a device-to-host copy into it runs at the link's speed (a pageable
+// destination goes through a staging buffer, at about half of it). Too much
+// pinned memory starves the OS, so the caller falls back to malloc on NULL.
+static void *cuda_host_alloc(Ctx *ctx, size_t bytes) {
+    (void)ctx;
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError();  // not sticky: clear it
+        return NULL;
+    }
+    return p;
+}
+static void cuda_host_free(Ctx *ctx, void *p) {
+    (void)ctx;
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
 
 // ---------------------------------------------------------------- the table
 
@@ -272,6 +288,7 @@ static const Ops ops_cuda = {
     .init = cuda_init, .destroy = cuda_destroy,
     .alloc = cuda_alloc, .free = cuda_free, .memset0 = cuda_memset0,
     .to_device = cuda_to_device, .to_host = cuda_to_host, .copy = cuda_copy,
+    .host_alloc = cuda_host_alloc, .host_free = cuda_host_free,
     .synchronize = cuda_synchronize,
     .matmul_forward = cuda_matmul_forward, .matmul_backward = cuda_matmul_backward,
     .embedding_forward = cuda_embedding_forward, .embedding_backward = cuda_embedding_backward,

@@ -118,9 +118,6 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (a->spike_factor > 0 && a->spike_factor <= 1)
         flags_fail("--spike-factor %g: a spike is a loss above the median, so the factor must "
                    "exceed 1", a->spike_factor);
-    if (a->ckpt_dir && strcmp(a->precision, "fp8") == 0)
-        flags_fail("--ckpt-dir with --precision fp8: the fp8 scales' histories are not "
-                   "checkpointed yet");
 }
 
 // Rank 0 writes the whole model's weights (a sharded strategy gathers them first:
@@ -202,6 +199,7 @@ static void state_begin(const TrainArgs *a, const TrainHooks *h, GPT *g, AdamW *
         train_state_add(st, ST_PARAMS, g, 0, g->n_params, g->params, dworld, drank);
         train_state_add_opt(st, opt, g, dworld, drank);
     }
+    st->model = g;
     *cc = (CkptConfig){.dir = a->ckpt_dir, .keep = a->ckpt_keep, .rank = h ? h->rank : 0,
                        .world = h ? h->world : 1, .recipe = a->precision, .seed = a->seed};
     if (S && S->sum) {
@@ -357,6 +355,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
           "inside the schedule)");
     TrainState st = {0};
     CkptConfig cc = {0};
+    CkptStaging staging = {0};  // the snapshots' host buffer, reused from save to save
     CkptP2P p2p;
     PendingCkpt pending = {0};
     Fault fault = {0};
@@ -374,6 +373,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     int views = a->ckpt_dir || a->sdc_every || (a->inject && strncmp(a->inject, "bitflip", 7) == 0);
     if (views || a->straggler_factor > 0)
         state_begin(a, h, &g, &opt, &st, &cc, &p2p, drank, dworld, views);
+    cc.staging = &staging;
     StragglerDetector slow;
     straggler_init(&slow, a->straggler_factor, world);
     int start = a->ckpt_dir ? ckpt_begin(a, &st, &cc, &scaler, &overflows, &dl) : 0;
@@ -533,6 +533,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
 
     free(inputs); free(targets); free(step_ms);
     train_state_free(&st);
+    ckpt_staging_free(&staging);
     straggler_free(&slow);
     if (S) S->destroy(&g, S->arg);
     else adamw_free(&opt, &g);

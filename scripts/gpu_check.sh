@@ -48,9 +48,10 @@
 #       (cmp), in fp32 and in mixed-bf16; MFU of gpt2-124m in fp32 and mixed-bf16;
 #       where its time goes: nsys --stats when installed, else every kernel timed by
 #       ncu and summed by name (scripts/kernel_summary.py)
-#   11  stage 07 on one GPU: killed and resumed runs (train, DDP and ZeRO-3 on 2 ranks
-#       sharing the GPU) end bitwise where the uninterrupted cuda runs end; a cuda
-#       checkpoint resumes on the CPU within 1e-5; sync vs async checkpoint stall
+#   11  stage 07 on one GPU: killed and resumed runs (train, DDP, ZeRO-3 and PP on 2
+#       ranks sharing the GPU, fp8) end bitwise where the uninterrupted cuda runs end;
+#       a cuda checkpoint resumes on the CPU within 1e-5; sync vs async checkpoint
+#       stall (snapshots into pinned host memory)
 #
 # Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
 # one) with the probe's reason, at once.

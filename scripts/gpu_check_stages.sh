@@ -196,10 +196,11 @@ item_10() {
 }
 
 # Stage 07 on the GPU: checkpoints of device state. A run killed at step 8 and
-# resumed ends bitwise where the uninterrupted cuda run ends (one process; DDP and
-# ZeRO-3 over 2 ranks sharing the GPU); a checkpoint written on the GPU loads on
-# the CPU (the state is plain fp32 rectangles) and that run ends within 1e-5 of
-# the same run trained on the CPU throughout; async save's stall against sync's.
+# resumed ends bitwise where the uninterrupted cuda run ends (one process; DDP,
+# ZeRO-3 and a 2-stage pipeline over 2 ranks sharing the GPU; fp8's scales); a
+# checkpoint written on the GPU loads on the CPU (the state is plain fp32
+# rectangles) and that run ends within 1e-5 of the same run trained on the CPU
+# throughout; async save's stall against sync's (the snapshot into pinned memory).
 item_11() {
     gpu_gate
     local dir=$OUT/11.ft bad=0 res=""
@@ -207,7 +208,9 @@ item_11() {
     local m=(--layers 2 --width 64 --heads 4 --seq 32 --vocab 256 --steps 10 --lr 1e-3
              --log-every 100 --warmup 0 --peak-tflops 1)
     for spec in "train --batch 4" "ddp_train --np 2 --batch 2 --timeout 60" \
-                "sharded_train --np 2 --strategy zero3 --batch 2 --timeout 60"; do
+                "sharded_train --np 2 --strategy zero3 --batch 2 --timeout 60" \
+                "pp_train --np 2 --pp 2 --batch 2 --grad-accum 2 --timeout 60" \
+                "train --batch 4 --precision fp8"; do
         local tag bin args
         bin=${spec%% *} args=${spec#* } tag=$(echo "$spec" | tr -c 'a-z0-9\n' '_')
         # shellcheck disable=SC2086
@@ -247,7 +250,7 @@ item_11() {
     local s a
     s=$(grep -h -m1 -o 'training stalled [0-9.]* ms' "$dir/big_sync.log" | head -n 1)
     a=$(grep -h -m1 -o 'training stalled [0-9.]* ms' "$dir/big_async.log" | head -n 1)
-    fig "resume bitwise on cuda: ${res:+NOT for$res}${res:-3 of 3}; cuda checkpoint on cpu: " \
+    fig "resume bitwise on cuda: ${res:+NOT for$res}${res:-5 of 5}; cuda checkpoint on cpu: " \
         "$(sed -n 's/.*rel_err \([^ ]*\).*/rel_err \1/p' "$dir/cmp_cpu.txt"); ${FT_PRESET:-gpt2-124m} step-3 checkpoint:" \
         "sync ${s:-?}, async ${a:-?}"
     [ "$bad" -eq 0 ]

@@ -78,17 +78,19 @@ run ft-resume-trials-c s7_trial 13 14 15 16 17 18
 run ft-resume-trials-d s7_trial 19 20 21 22 23 24
 
 # The precisions' own state: mixed-bf16's fp32 masters (the resume must not refill
-# them from the bf16 weights) and mixed-fp16's loss scaler (its scale and counters;
-# an overflow injected at step 2 backs the scale off before the checkpoint at 3).
+# them from the bf16 weights), mixed-fp16's loss scaler (its scale and counters;
+# an overflow injected at step 2 backs the scale off before the checkpoint at 3),
+# and fp8's amax histories (each rank's own: on DDP too). S7_RUN: the driver.
 s7_precision() {  # s7_precision NAME FLAGS...
-    local name=$1 d="$S7_DIR/prec.$1"; shift
+    local name=$1 d="$S7_DIR/prec.$1" run=${S7_RUN:-train --batch 2}; shift
     echo "PLAN s7.resume.precision.$name"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
-    "$BUILD/train" --batch 2 $S7_TRAIN "$@" --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1 &&
-    "$BUILD/train" --batch 2 $S7_TRAIN "$@" --ckpt-dir "$d/ck" --ckpt-every 3 \
+    "$BUILD"/$run $S7_TRAIN "$@" --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1 &&
+    "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --ckpt-every 3 \
         --inject kill,step=6 >"$d/kill.log" 2>&1
-    "$BUILD/train" --batch 2 $S7_TRAIN "$@" --ckpt-dir "$d/ck" --resume \
+    # shellcheck disable=SC2086
+    "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --resume \
         --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
     local scale
     scale=$(grep -o '"scale": [0-9.e+-]*' "$d/ck/step-00000010/manifest.json" 2>/dev/null | head -n 1)
@@ -102,6 +104,8 @@ s7_precision() {  # s7_precision NAME FLAGS...
 run ft-resume-mixed-bf16 s7_precision mixed-bf16 --precision mixed-bf16
 run ft-resume-mixed-fp16 s7_precision mixed-fp16 --precision mixed-fp16 --loss-scale 1024 --loss-scale-window 2 --inject-overflow 2
 run ft-resume-bf16-sr s7_precision bf16-sr --precision bf16-sr
+run ft-resume-fp8 s7_precision fp8 --precision fp8
+S7_RUN="ddp_train --np 2 --batch 1" run ft-resume-fp8-ddp s7_precision fp8_ddp_np2 --precision fp8
 
 # A rank killed while the step-6 checkpoint is being written: that checkpoint is
 # never published (step-00000006.tmp stays behind, LATEST names step 3), the
@@ -272,16 +276,23 @@ run ft-refuse-other s7_refuse_other
 # what the failure cost, and ends bitwise where the uninterrupted run ends. A hung
 # rank is noticed by the other's timeout (stage 02's diagnostic), killed, and the
 # job restarted the same way.
-s7_supervisor() {  # s7_supervisor NAME FAULT TIMEOUT
+s7_supervisor() {  # s7_supervisor NAME FAULT TIMEOUT    (S7_MPI=1: under mpirun)
     local name=$1 fault=$2 d="$S7_DIR/sup.$1" ref="$S7_DIR/ref.ddp.safetensors"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
     [ -s "$ref" ] || "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >/dev/null 2>&1
+    local job=("$BUILD/ddp_train" --np 2 --max-restarts 2)
+    # Under mpirun the wrapper supervises (07_fault_tolerance/supervise.sh).
+    [ -n "${S7_MPI:-}" ] && job=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+        "LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+        "ASAN_OPTIONS=fast_unwind_on_malloc=0" 07_fault_tolerance/supervise.sh --max-restarts 2 --
+        mpirun --oversubscribe -np 2 "$BUILD/ddp_train" --transport mpi)
     # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 --max-restarts 2 \
+    "${job[@]}" --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 \
         --inject "$fault" --timeout "$3" --save-params "$d/out.safetensors" >"$d/run.log" 2>&1
     local rc=$? how lost
-    how=$(grep -h -m1 -E 'was killed by signal|error: timeout' "$d/run.log" | sed 's/.*\(launcher: \|error: \)//' | cut -c1-90)
+    how=$(grep -h -m1 -E 'was killed by signal|error: timeout|mpirun noticed' "$d/run.log" |
+          sed 's/.*\(launcher: \|error: \|mpirun noticed that \)//' | cut -c1-90)
     lost=$(grep -h -m1 -o 'had reached step [0-9]*: [0-9]* steps\? lost' "$d/run.log")
     if [ "$rc" -eq 0 ] && grep -q 'supervisor: attempt 1 failed' "$d/run.log" &&
        grep -q 'supervisor: the job finished after 1 restart' "$d/run.log" &&
@@ -294,6 +305,27 @@ s7_supervisor() {  # s7_supervisor NAME FAULT TIMEOUT
 }
 run ft-supervisor-kill s7_supervisor kill "kill,step=8,rank=1" 5
 run ft-supervisor-hang s7_supervisor hang "hang,step=5,rank=1" 1
+if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then
+    S7_MPI=1 run ft-supervisor-mpi-kill s7_supervisor mpi_kill "kill,step=8,rank=1" 5
+    S7_MPI=1 run ft-supervisor-mpi-hang s7_supervisor mpi_hang "hang,step=5,rank=1" 1
+fi
+# The wrapper's bad input: named, exit 2, nothing run.
+s7_supervise_flags() {
+    local out bad=0 name args
+    for case in "bad_count:--max-restarts x -- true" "no_command:--max-restarts 1" \
+                "unknown_flag:--retries 2 -- true"; do
+        name=${case%%:*} args=${case#*:}
+        # shellcheck disable=SC2086
+        out=$(07_fault_tolerance/supervise.sh $args 2>&1)
+        if [ $? -eq 2 ] && echo "$out" | grep -q '^supervise.sh: '; then
+            echo "PASS s7.supervise_flags.$name  supervise.sh $args: $out"
+        else
+            echo "FAIL s7.supervise_flags  supervise.sh $args: want exit 2 and a message, got: $out"; bad=1
+        fi
+    done
+    return $bad
+}
+run ft-supervise-flags s7_supervise_flags
 run ft-refuse-hang-alone s7_refuse hang_alone "one process has none: use 2 or more ranks" train --inject hang,step=2
 run ft-refuse-restarts-nodir s7_refuse restarts_need_dir "--max-restarts (a restart resumes from the latest checkpoint) needs --ckpt-dir" train --max-restarts 1
 
