@@ -44,7 +44,7 @@ stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
 CORE := log dtype rng ledger flags json safetensors safetensors_json safetensors_write ctx ops_cpu \
         model_layout model_backward model_fp8 \
-        model optim data perf comm comm_shm comm_tcp trainer timeline
+        model optim data perf comm launch comm_shm comm_tcp trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 # Stage 06's primitives are the core's too: every stage trains with its precisions
 # and recompute. They live in the lesson's folder, where `make grade-6` swaps in

@@ -286,7 +286,8 @@ void ckpt_broadcast_name(const CkptConfig *cc, char name[256]);
 // checkpoints and the supervisor recover. KIND is
 //   kill    the rank dies (SIGKILL): as step `step` begins, or (during=ckpt)
 //           after writing its shard of step `step`'s checkpoint, before it is
-//           published
+//           published, or (during=collective) in the middle of step `step`'s
+//           first collective, after posting its first message (host transports)
 //   hang    the rank stops responding as step `step` begins (the others' next
 //           wait times out: stage 02's watchdog)
 //   spike   the rank's batch of step `step` gets a single target token: its loss jumps
@@ -295,15 +296,21 @@ void ckpt_broadcast_name(const CkptConfig *cc, char name[256]);
 //   slow    from step `step` on, the rank takes `factor` (default 3) times as long
 //           for its forward and backward passes (a straggler: a throttled GPU, a
 //           noisy neighbour): it sleeps for the difference
+//   corrupt once the step-`step` checkpoint is published, one byte in the middle
+//           of the rank's shard flips (bit rot, a bad disk): a resume must
+//           refuse that checkpoint by its checksum and use the one before
 // step and rank are numbers or "random" (drawn from seed: step in [1, steps],
 // rank in [0, world)); rank defaults to 0. Under the supervisor (--max-restarts)
 // the fault strikes in attempt `attempt` only (default 0, the first run), or with
 // `permanent` in every attempt until the supervisor gives the rank up (--elastic).
-typedef enum { FAULT_NONE = 0, FAULT_KILL, FAULT_HANG, FAULT_SPIKE, FAULT_BITFLIP, FAULT_SLOW } FaultKind;
+typedef enum {
+    FAULT_NONE = 0, FAULT_KILL, FAULT_HANG, FAULT_SPIKE, FAULT_BITFLIP, FAULT_SLOW, FAULT_CORRUPT
+} FaultKind;
 typedef struct Fault {
     FaultKind kind;
     int step, rank;
-    int during_ckpt;
+    int during_ckpt;        // kill: after writing its shard of step's checkpoint
+    int during_coll;        // kill: in the middle of step's first collective
     int attempt;
     double factor;          // slow
     int permanent;          // strikes in every attempt (a rank that stays dead)
@@ -313,6 +320,10 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
 // Called by every rank at the named points: does the fault when it is due here.
 void fault_at_step(const Fault *f, int rank, int step);        // step (1-based) begins
 void fault_in_ckpt(const Fault *f, int rank, uint64_t step);   // its shard of step is written
+// corrupt: the rank's shard of the published checkpoint of step, in dir/name.
+void fault_after_publish(const Fault *f, int rank, uint64_t step, const char *dir, const char *name);
+// during=collective: as step begins, arms c (comm_inject_kill_mid) on the rank.
+void fault_arm_collective(const Fault *f, int rank, int step, Comm *c);
 // spike: makes the n targets of the rank's batch at `step` one token.
 void fault_spike_batch(const Fault *f, int rank, int step, int *targets, size_t n);
 // bitflip: flips bit 22 (the top of the mantissa) of one weight the rank holds.

@@ -292,6 +292,7 @@ int ckpt_save_finish(CkptSave *s, CkptSaveStats *stats, char *err, size_t errn) 
     }
     free(files);
     ok = ckpt_agree(cc, ok);  // the outcome, to every rank
+    if (ok) fault_after_publish(cc->fault, cc->rank, s->p.step, cc->dir, s->name);
     if (!ok) {
         if (!err[0]) snprintf(err, errn, "checkpoint step %" PRIu64 " failed on another rank "
                               "(see its message); the previous checkpoints are intact", s->p.step);

@@ -39,12 +39,12 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
         return -1;
     }
     char *save, *kind = strtok_r(buf, ",", &save);
-    static const char *kinds[] = {"", "kill", "hang", "spike", "bitflip", "slow"};
-    for (int k = 1; kind && k < 6; k++)
+    static const char *kinds[] = {"", "kill", "hang", "spike", "bitflip", "slow", "corrupt"};
+    for (int k = 1; kind && k <= FAULT_CORRUPT; k++)
         if (strcmp(kind, kinds[k]) == 0) f->kind = (FaultKind)k;
     if (f->kind == FAULT_NONE) {
-        snprintf(err, errn, "--inject %s: the fault is kill, hang, spike, bitflip or slow (e.g. "
-                 "kill,step=8,rank=1)", spec);
+        snprintf(err, errn, "--inject %s: the fault is kill, hang, spike, bitflip, slow or corrupt "
+                 "(e.g. kill,step=8,rank=1)", spec);
         return -1;
     }
     // The seed first, wherever it is written: it fixes every "random".
@@ -82,11 +82,13 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
         number("rank", rank, 0, world - 1, &r, &f->rank, err, errn) ||
         number("attempt", attempt, 0, 1000, &r, &f->attempt, err, errn))
         return -1;
-    if (during && strcmp(during, "ckpt") != 0) {
-        snprintf(err, errn, "--inject %s: during=%s: the only place is during=ckpt", spec, during);
+    if (during && strcmp(during, "ckpt") != 0 && strcmp(during, "collective") != 0) {
+        snprintf(err, errn, "--inject %s: during=%s: the places are during=ckpt and "
+                 "during=collective", spec, during);
         return -1;
     }
-    f->during_ckpt = during != NULL;
+    f->during_ckpt = during && strcmp(during, "ckpt") == 0;
+    f->during_coll = during && strcmp(during, "collective") == 0;
     f->factor = 3.0;
     if (factor) {
         char *end;
@@ -102,8 +104,13 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
                  "one (their timeout); one process has none: use 2 or more ranks", spec);
         return -1;
     }
-    if (f->during_ckpt && f->kind != FAULT_KILL) {
-        snprintf(err, errn, "--inject %s: during=ckpt is for kill", spec);
+    if (during && f->kind != FAULT_KILL) {
+        snprintf(err, errn, "--inject %s: during=%s is for kill", spec, during);
+        return -1;
+    }
+    if (f->during_coll && world == 1) {
+        snprintf(err, errn, "--inject %s: one process has no collective to die in: use 2 or "
+                 "more ranks", spec);
         return -1;
     }
     return 0;
@@ -119,8 +126,8 @@ static void strike(const Fault *f, int rank, const char *where) {
 }
 
 void fault_at_step(const Fault *f, int rank, int step) {
-    if ((f->kind == FAULT_KILL || f->kind == FAULT_HANG) && !f->during_ckpt && f->rank == rank &&
-        f->step == step) {
+    if ((f->kind == FAULT_KILL || f->kind == FAULT_HANG) && !f->during_ckpt && !f->during_coll &&
+        f->rank == rank && f->step == step) {
         char where[64];
         snprintf(where, sizeof where, "as step %d begins", step);
         strike(f, rank, where);
@@ -169,4 +176,29 @@ void fault_in_ckpt(const Fault *f, int rank, uint64_t step) {
                  (unsigned long long)step);
         strike(f, rank, where);
     }
+}
+
+void fault_arm_collective(const Fault *f, int rank, int step, Comm *c) {
+    if (f->kind == FAULT_KILL && f->during_coll && f->rank == rank && f->step == step && c)
+        comm_inject_kill_mid(c);
+}
+
+// One byte in the middle of the file, inverted, in place: the file keeps its size,
+// so only its checksum can tell (as with a flipped bit on a disk).
+void fault_after_publish(const Fault *f, int rank, uint64_t step, const char *dir, const char *name) {
+    if (!f || f->kind != FAULT_CORRUPT || f->rank != rank || (uint64_t)f->step != step) return;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s/rank-%05d.safetensors", dir, name, rank);
+    FILE *fp = fopen(path, "r+b");
+    int c = EOF;
+    long at = -1;
+    if (fp && fseek(fp, 0, SEEK_END) == 0 && (at = ftell(fp) / 2) > 0 && fseek(fp, at, SEEK_SET) == 0)
+        c = fgetc(fp);
+    if (c != EOF && fseek(fp, at, SEEK_SET) == 0 && fputc(c ^ 0xFF, fp) != EOF && fclose(fp) == 0) {
+        fprintf(stderr, "warning: rank %d: injected corruption: byte %ld of %s inverted (--inject)\n",
+                rank, at, path);
+        return;
+    }
+    if (fp) fclose(fp);
+    DIE("--inject corrupt: could not rewrite a byte of %s", path);
 }

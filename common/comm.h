@@ -182,6 +182,10 @@ void comm_inject_kill(Comm *c, int rank, int64_t seq);
 // The same, except that the rank stops responding (stays alive, sends nothing):
 // a hung rank, which the others must diagnose by their timeout.
 void comm_inject_stall(Comm *c, int rank, int64_t seq);
+// This rank kills itself in the middle of its next collective (on any group, on
+// the host transports): after posting its first message of it, so that
+// the others are inside it, waiting for the rest (stage 07's during=collective).
+void comm_inject_kill_mid(Comm *c);
 
 #ifdef __cplusplus
 }

@@ -70,6 +70,7 @@ struct Comm {
     DType cur_dt;
     int kill_rank, stall_rank;
     int64_t kill_seq, stall_seq;
+    int kill_mid;          // comm_inject_kill_mid: 1 armed, 2 inside the collective to die in
     const TransportOps *ops;
     void *state;           // the transport's state
 };

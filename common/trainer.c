@@ -82,7 +82,7 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_INT("--sdc-check", &a->sdc_every, 0, 1 << 30, "every n steps, compare a hash of the data-parallel replicas' weights: a rank that differs is named and the run stops (0 = off)"),
         F_DOUBLE("--spike-factor", &a->spike_factor, 0, 1e6, "skip the update of a step whose loss exceeds this x the median of the last 16 (0 = off)"),
         F_DOUBLE("--straggler-factor", &a->straggler_factor, 0, 1e6, "name a rank whose forward and backward take over this x the median of all ranks', 3 steps in a row (0 = off)"),
-        F_STRING("--inject", &a->inject, "fault injection: kill|hang,step=N|random[,rank=R|random][,during=ckpt][,seed=S] (07_fault_tolerance)"),
+        F_STRING("--inject", &a->inject, "fault injection: kill|hang|spike|bitflip|slow|corrupt,step=N|random[,rank=R|random][,during=ckpt|collective][,seed=S] (07_fault_tolerance)"),
     };
     int n = FLAG_COUNT(f);
     CHECK(n <= TRAIN_MAX_FLAGS, "TRAIN_MAX_FLAGS too small");
@@ -366,6 +366,11 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     int gone = a->inject && strstr(a->inject, "permanent") && dropped && atoi(dropped) > 0;
     CHECK(!a->inject || gone || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0,
           "%s", ferr);
+    CHECK(fault.kind != FAULT_CORRUPT || a->ckpt_dir, "--inject %s: corrupt strikes a checkpoint: "
+          "it needs --ckpt-dir", a->inject);
+    CHECK(!fault.during_coll || ctx->device == DEV_CPU, "--inject %s: during=collective strikes in "
+          "the host transports' messages; on %s the collectives are the GPU's (NCCL, CUDA IPC)",
+          a->inject, device_name(ctx->device));
     // A fault strikes in its attempt only; a permanent one in every attempt until the
     // supervisor gives its rank up (--elastic).
     const char *restart = getenv("COURSE_RESTART");
@@ -405,6 +410,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     double tokens_per_step = (double)B * T * accum * dworld;
     for (int step = start; step < steps; step++) {
         fault_at_step(&fault, rank, step + 1);
+        fault_arm_collective(&fault, rank, step + 1, h ? h->comm : NULL);
         // An async save whose writers are all done is published now (every rank asks
         // its own writer; the answer is agreed, so all finish together).
         if (pending.save && ckpt_agree(&cc, ckpt_save_written(pending.save))) ckpt_finish(&cc, &pending);

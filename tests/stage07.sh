@@ -135,6 +135,62 @@ s7_kill_in_ckpt() {
 }
 run ft-kill-in-ckpt s7_kill_in_ckpt
 
+# A rank killed in the middle of a collective (during=collective: after posting its
+# first message of step 5's first one): the others, inside it, name the dead peer;
+# the supervisor restarts; the weights end bitwise. DDP's all-reduce, ZeRO-3's
+# all-gather, tensor parallelism's all-reduce.
+s7_kill_mid_collective() {
+    local bad=0 spec
+    for spec in "ddp_train --np 2 --batch 2" "sharded_train --np 2 --strategy zero3 --batch 2" \
+                "tp_train --np 2 --tp 2 --batch 4"; do
+        local tag d bin=${spec%% *} args=${spec#* } how seen
+        tag=$(echo "$spec" | tr -c 'a-z0-9\n' '_') d="$S7_DIR/midcoll.${spec%% *}"
+        rm -rf "$d" && mkdir -p "$d"
+        # shellcheck disable=SC2086
+        s7_reference "$tag" "$bin" $args || { bad=1; continue; }
+        # shellcheck disable=SC2086
+        "$BUILD/$bin" $args $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 --max-restarts 1 \
+            --inject kill,step=5,rank=1,during=collective --save-params "$d/out.safetensors" >"$d/run.log" 2>&1
+        local rc=$?
+        how=$(grep -h -m1 -o 'injected death in the middle of [^,]*' "$d/run.log")
+        seen=$(grep -h -m1 -o "the peer's process has exited, in [a-z-]* #[0-9]* on group [a-z]*" "$d/run.log")
+        if [ "$rc" -eq 0 ] && [ -n "$how" ] && [ -n "$seen" ] &&
+           cmp -s "$d/out.safetensors" "$S7_DIR/ref.$tag.safetensors"; then
+            echo "PASS s7.kill_mid_collective.$bin  $spec: rank 1 $how; rank 0: $seen; restarted, final weights bitwise"
+        else
+            echo "FAIL s7.kill_mid_collective.$bin  $spec: exit $rc; '${how:-no injected death}'; '${seen:-no peer saw it}'; or the weights differ"
+            bad=1
+        fi
+    done
+    return $bad
+}
+run ft-kill-mid-collective s7_kill_mid_collective
+
+# Corruption by flag (--inject corrupt): once step 6's checkpoint is published, a
+# byte of rank 1's shard flips. The run that resumes refuses step 6 by its
+# checksum, naming the file, resumes from step 3, and still ends bitwise.
+s7_corrupt() {
+    local d="$S7_DIR/corrupt" ref="$S7_DIR/ref.ddp.safetensors" why
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    [ -s "$ref" ] || "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --steps 6 --ckpt-dir "$d/ck" --ckpt-every 3 \
+        --inject corrupt,step=6,rank=1 >"$d/first.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --resume \
+        --save-params "$d/out.safetensors" >"$d/resume.log" 2>&1
+    why=$(grep -h -m1 -o 'step-00000006 refused: .*' "$d/resume.log" | sed 's#/[^ ]*/step-#step-#')
+    if [ -n "$why" ] && grep -q 'rank-00001.safetensors: CRC-32C .*(corrupt)' "$d/resume.log" &&
+       grep -q 'resumed from .*step-00000003' "$d/resume.log" && cmp -s "$d/out.safetensors" "$ref"; then
+        echo "PASS s7.inject_corrupt  $why; resumed from step 3, final weights bitwise"
+    else
+        echo "FAIL s7.inject_corrupt  $(grep -h -m2 -E 'injected|refused|resumed|error' "$d"/*.log | tr '\n' ' ' | cut -c1-300)"
+        return 1
+    fi
+}
+run ft-inject-corrupt s7_corrupt
+
 # Damage on disk: one flipped byte in a shard, a truncated shard, a deleted
 # manifest. Each is named with its reason and the next older checkpoint used; a
 # directory of only damaged checkpoints is an error, not a fresh start.
@@ -327,6 +383,8 @@ s7_supervise_flags() {
 }
 run ft-supervise-flags s7_supervise_flags
 run ft-refuse-hang-alone s7_refuse hang_alone "one process has none: use 2 or more ranks" train --inject hang,step=2
+run ft-refuse-mid-collective-alone s7_refuse mid_collective_alone "one process has no collective to die in" train --inject kill,step=2,during=collective
+run ft-refuse-corrupt-nodir s7_refuse corrupt_needs_dir "corrupt strikes a checkpoint: it needs --ckpt-dir" train --inject corrupt,step=2
 run ft-refuse-restarts-nodir s7_refuse restarts_need_dir "--max-restarts (a restart resumes from the latest checkpoint) needs --ckpt-dir" train --max-restarts 1
 
 # Async save (--ckpt-async): the shards are written on a thread while the next step

@@ -1,0 +1,283 @@
+// launch.c — starting a job's ranks: forked by the built-in launcher (--np N), or
+// found already started by mpirun, torchrun's variables or by hand; and the
+// built-in launcher's supervisor (stage 07), which restarts every rank when one
+// dies, up to --max-restarts times.
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "comm_internal.h"
+#include "perf.h"
+#include "timer.h"
+
+static const char *env(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+// Parses a non-negative integer environment variable; dies naming it if malformed.
+static int env_int(const char *name, int fallback) {
+    const char *v = env(name);
+    if (!v) return fallback;
+    char *end;
+    long x = strtol(v, &end, 10);
+    CHECK(*end == '\0' && x >= 0 && x < 1 << 20, "environment variable %s=%s is not a valid "
+          "rank or size", name, v);
+    return (int)x;
+}
+
+// The built-in launcher's supervisor: waits for the n children. If one dies
+// (non-zero exit or a signal) it reports which and how, gives the others
+// `grace` seconds to notice (their waits time out with a diagnostic), then kills
+// whatever is left. Returns the exit status for the whole job; *first is the rank
+// that failed first (-1 if none did).
+static int supervise(pid_t *pids, int n, double grace, int *first) {
+    int status = 0, alive = n;
+    *first = -1;
+    double deadline = 0;
+    while (alive > 0) {
+        int st;
+        pid_t pid = waitpid(-1, &st, deadline > 0 ? WNOHANG : 0);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) break;
+        if (pid == 0) {  // nothing exited; are we past the grace period?
+            if (now_seconds() > deadline) {
+                for (int i = 0; i < n; i++)
+                    if (pids[i] > 0) {
+                        fprintf(stderr, "launcher: rank %d still running %.0f s after another rank "
+                                "ended; killing it\n", i, grace);
+                        kill(pids[i], SIGKILL);
+                        status = 1;
+                    }
+                deadline = now_seconds() + 3600;  // now just reap
+            }
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        int r = -1;
+        for (int i = 0; i < n; i++)
+            if (pids[i] == pid) r = i;
+        if (r < 0) continue;
+        pids[r] = 0;
+        alive--;
+        int failed = 0;
+        if (WIFSIGNALED(st)) {
+            fprintf(stderr, "launcher: rank %d (pid %d) was killed by signal %d (%s)\n", r, (int)pid,
+                    WTERMSIG(st), strsignal(WTERMSIG(st)));
+            failed = 1;
+        } else if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "launcher: rank %d (pid %d) exited with status %d\n", r, (int)pid,
+                    WEXITSTATUS(st));
+            failed = 1;
+        }
+        if (failed && status == 0) {
+            log_event("detected");  // the launcher saw the first rank fail
+            status = 1;
+            *first = r;
+            if (alive > 0) {
+                fprintf(stderr, "launcher: waiting up to %.0f s for the other %d rank%s to stop\n",
+                        grace, alive, alive == 1 ? "" : "s");
+                deadline = now_seconds() + grace;
+            }
+        } else if (deadline == 0 && alive > 0) {
+            // A rank finished. The others talk to it, so they must finish within the
+            // comm timeout too; one that does not is stuck outside any wait.
+            deadline = now_seconds() + grace;
+        }
+    }
+    return status;
+}
+
+// With no more ranks than cores, rank r gets core r of the cores we may use,
+// as mpirun's --bind-to core does. Unpinned, the scheduler sometimes leaves two
+// ranks that wait by yielding on one core, and a ring all-reduce then runs at a
+// third of its speed, depending on the run. Oversubscribed, nothing is pinned.
+static void pin_to_core(int rank, int n) {
+    cpu_set_t allowed, mine;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < n) return;
+    int seen = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed)) continue;
+        if (seen++ == rank) {
+            CPU_ZERO(&mine);
+            CPU_SET(cpu, &mine);
+            sched_setaffinity(0, sizeof mine, &mine);  // best effort: a refusal changes nothing
+            return;
+        }
+    }
+}
+
+// How long a wait spins before yielding its core. With a core per rank, spinning
+// answers within nanoseconds of the peer and costs nobody. With more ranks on
+// this machine than cores, the rank we wait for may be queued behind us on our
+// own core: every microsecond we spin delays it, so yield at once (OpenMPI does
+// the same when oversubscribed: mpi_yield_when_idle).
+static double spin_seconds(int local_ranks, int cpus) { return local_ranks > cpus ? 0 : 20e-6; }
+
+static int online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+// Ranks started by mpirun or torchrun see only their own binding. Each may be
+// bound to other cores than ours, so together they may use up to local_size times
+// our mask, never more than the machine has.
+static void set_local(Comm *c, int local_size) {
+    c->local_size = local_size > 0 ? local_size : 1;
+    c->local_cores = usable_cores(c->local_size, cores_available(), online_cpus());
+}
+
+static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg) {
+    Comm *c = calloc(1, sizeof *c);
+    CHECK(c, "out of memory");
+    c->rank = rank;
+    c->size = size;
+    c->launch = mode;
+    c->transport = cfg->transport;
+    c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60.0;
+    c->spin_s = spin_seconds(size, online_cpus());  // the launchers refine it
+    c->local_size = size;                           // the launchers refine these too
+    c->local_cores = cores_available();
+    c->kill_rank = c->stall_rank = -1;
+    c->kill_seq = c->stall_seq = -1;
+    int ranks[COMM_MAX_RANKS];
+    for (int i = 0; i < size; i++) ranks[i] = i;
+    c->world.id = 1;
+    snprintf(c->world.name, sizeof c->world.name, "world");
+    c->world.size = size;
+    c->world.rank = rank;
+    memcpy(c->world.ranks, ranks, sizeof(int) * size);
+    log_set_rank(rank, size);
+    return c;
+}
+
+Comm *comm_launch(const CommConfig *cfg) {
+    const char *ompi_rank = env("OMPI_COMM_WORLD_RANK");
+    const char *torch_rank = env("RANK");
+    if (ompi_rank || env("PMI_RANK")) {  // under mpirun
+        int rank = 0, size = 1;
+        CHECK(mpi_launch_init(&rank, &size), "launched by mpirun, but this binary was built "
+              "without MPI (mpicc was not found at build time)");
+        CHECK(size <= COMM_MAX_RANKS, "%d ranks: at most %d are supported", size, COMM_MAX_RANKS);
+        Comm *c = comm_new(rank, size, LAUNCH_MPIRUN, cfg);
+        c->spin_s = spin_seconds(env_int("OMPI_COMM_WORLD_LOCAL_SIZE", size), online_cpus());
+        set_local(c, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", size));
+        // The shm channels are mapped before the built-in launcher forks; ranks that
+        // mpirun started have no such region, so under mpirun shm means MPI.
+        if (cfg->transport == TRANSPORT_TCP) tcp_transport_init(c);
+        else mpi_transport_init(c);
+        mpi_group_comm(c, &c->world);
+        return c;
+    }
+    if (torch_rank) {  // torchrun's convention
+        int rank = env_int("RANK", 0), size = env_int("WORLD_SIZE", 1);
+        CHECK(env("WORLD_SIZE"), "RANK is set but WORLD_SIZE is not (torchrun convention needs "
+              "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+        CHECK(rank < size, "RANK=%d is not below WORLD_SIZE=%d", rank, size);
+        CHECK(size <= COMM_MAX_RANKS, "WORLD_SIZE=%d: at most %d ranks are supported", size,
+              COMM_MAX_RANKS);
+        Comm *c = comm_new(rank, size, LAUNCH_TORCHRUN, cfg);
+        c->spin_s = spin_seconds(env_int("LOCAL_WORLD_SIZE", size), online_cpus());
+        set_local(c, env_int("LOCAL_WORLD_SIZE", size));
+        c->transport = TRANSPORT_TCP;
+        tcp_transport_init(c);
+        return c;
+    }
+    int n = cfg->np > 0 ? cfg->np : 1;
+    CHECK(n <= COMM_MAX_RANKS, "--np %d: at most %d ranks are supported", n, COMM_MAX_RANKS);
+    CHECK(cfg->transport == TRANSPORT_SHM, "--transport %s needs mpirun (mpi) or the torchrun "
+          "environment (tcp); the built-in launcher uses shm", transport_name(cfg->transport));
+    if (n == 1 && cfg->max_restarts == 0) {
+        Comm *c = comm_new(0, 1, LAUNCH_SINGLE, cfg);
+        shm_transport_init(c, NULL, 0, cfg->shm_stores);
+        return c;
+    }
+    cpu_set_t allowed;  // the cores we may use (taskset narrows them)
+    int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : online_cpus();
+    // The parent is the supervisor: it forks the ranks, waits for them, and (stage
+    // 07) starts them all again when one died, up to max_restarts times.
+    int last_first = -1, dropped = 0;
+    for (int attempt = 0;; attempt++) {
+        // The shared region is mapped before fork, so every rank sees the same pages;
+        // populated now, so that no collective pays for allocating them. A fresh one
+        // per attempt: the dead attempt's channels are in whatever state it left.
+        size_t bytes = shm_region_bytes(n);
+        void *region = NULL;
+        if (n > 1) {
+            region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
+                          -1, 0);
+            CHECK(region != MAP_FAILED, "cannot map %zu bytes of shared memory for %d ranks: %s",
+                  bytes, n, strerror(errno));
+        }
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pids[COMM_MAX_RANKS];
+        double t0 = now_seconds();
+        for (int r = 0; r < n; r++) {
+            pid_t pid = fork();
+            CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
+            if (pid == 0) {
+                char k[16];
+                snprintf(k, sizeof k, "%d", attempt);
+                setenv("COURSE_RESTART", k, 1);
+                pin_to_core(r, n);
+                Comm *c = comm_new(r, n, n > 1 ? LAUNCH_FORK : LAUNCH_SINGLE, cfg);
+                c->spin_s = spin_seconds(n, cpus);
+                c->local_cores = cpus;  // all the launcher had, not the one core this rank is pinned to
+                shm_transport_init(c, region, bytes, cfg->shm_stores);
+                return c;
+            }
+            pids[r] = pid;
+        }
+        int first, status = supervise(pids, n, cfg->timeout_s + 5.0, &first);
+        if (region) munmap(region, bytes);
+        if (status == 0 || attempt == cfg->max_restarts) {
+            if (attempt > 0)
+                fprintf(stderr, "supervisor: %s after %d restart%s\n", status == 0 ? "the job "
+                        "finished" : "giving up: the job failed again", attempt, attempt == 1 ? "" : "s");
+            exit(status);
+        }
+        // Elastic: a rank that failed first twice in a row is taken to be gone for
+        // good (its node, its GPU): the job goes on without it, the checkpoint
+        // resharded to the smaller world when it loads.
+        if (cfg->elastic && first >= 0 && first == last_first && n > 1) {
+            n--;
+            dropped++;
+            char k[16];
+            snprintf(k, sizeof k, "%d", dropped);
+            setenv("COURSE_RANKS_DROPPED", k, 1);
+            fprintf(stderr, "supervisor: rank %d failed first in two attempts in a row: going on "
+                    "without it (--elastic), on %d rank%s\n", first, n, n == 1 ? "" : "s");
+            first = -1;
+        }
+        last_first = first;
+        log_event("restart");  // every rank of the failed attempt reaped: start again
+        fprintf(stderr, "supervisor: attempt %d failed after %.1f s (above: which rank, and how); "
+                "restart %d of at most %d: %d rank%s, from the latest good checkpoint\n",
+                attempt + 1, now_seconds() - t0, attempt + 1, cfg->max_restarts, n, n == 1 ? "" : "s");
+    }
+}
+
+int comm_planned_size(const CommConfig *cfg) {
+    if (env("OMPI_COMM_WORLD_RANK")) return env_int("OMPI_COMM_WORLD_SIZE", 1);
+    if (env("PMI_RANK")) return env_int("PMI_SIZE", 1);
+    if (env("RANK")) return env_int("WORLD_SIZE", 1);
+    return cfg->np > 0 ? cfg->np : 1;
+}
+
+void comm_finalize(Comm *c) {
+    if (!c) return;
+    if (c->ops && c->ops->finalize) c->ops->finalize(c);
+    if (c->launch == LAUNCH_MPIRUN) mpi_launch_finalize();
+    free(c);
+}
+
