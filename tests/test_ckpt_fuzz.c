@@ -24,141 +24,13 @@
 
 #include "checkpoint.h"
 #include "harness.h"
+#include "mutate.h"
 #include "rng.h"
 #include "safetensors.h"
 
 #define WHAT "ckpt/manifest.json"
-enum { MANIFEST_CASES = 5000, ST_CASES_PER_KIND = 500 };
-
-// ---------------------------------------------------------------- byte buffers
-
-typedef struct { unsigned char *p; size_t n, cap; } Bytes;
-
-static void b_reserve(Bytes *b, size_t n) {
-    if (n <= b->cap) return;
-    b->cap = n * 2 + 16;
-    b->p = realloc(b->p, b->cap);
-    if (!b->p) exit(1);
-}
-static void b_set(Bytes *b, const void *src, size_t n) {
-    b_reserve(b, n);
-    memcpy(b->p, src, n);
-    b->n = n;
-}
-static void b_insert(Bytes *b, size_t at, const void *src, size_t k) {
-    b_reserve(b, b->n + k);
-    memmove(b->p + at + k, b->p + at, b->n - at);
-    memcpy(b->p + at, src, k);
-    b->n += k;
-}
-static void b_erase(Bytes *b, size_t at, size_t k) {
-    memmove(b->p + at, b->p + at + k, b->n - at - k);
-    b->n -= k;
-}
-static uint64_t le64(const unsigned char *p) {  // a safetensors file's header length
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-static void put_le64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-// ---------------------------------------------------------------- mutations
-
-typedef enum { M_FLIP, M_BYTE, M_INSERT, M_DELETE, M_CUT, M_DUPLICATE, M_NUMBER, M_STRING, M_KINDS } Mut;
-static const char *MUT_NAME[M_KINDS] = {"bit_flips", "byte_sets", "insertions", "deletions",
-                                        "truncations", "duplicated_spans", "absurd_numbers",
-                                        "replaced_strings"};
-
-static const char SPECIAL[] = "{}[]\",:\\/-+.eE0123456789 \t\nutfnal\x01\x7f\x80\xc3\xff";
-static const char *TOKENS[] = {"{", "}", "[", "]", ",", ":", "\"", "\\", "\\u", "\\ud800", "\\u0000",
-                               "null", "true", "-", "1e400", "\"\"", "{}", "[]", "[[[[[[[[", "\xff\xfe"};
-// Numbers at and beyond every limit the readers enforce (int32, int64, uint64,
-// a double's range), and the JSON grammar's edges.
-static const char *NUMBERS[] = {"0", "1", "-1", "1.5", "1e308", "1e400", "-0", "00", "2147483647",
-                                "2147483648", "4294967295", "4294967296", "1048577", "16777217",
-                                "9223372036854775807", "9223372036854775808", "18446744073709551615",
-                                "18446744073709551616", "999999999999999999999999999999"};
-static const char *STRINGS[] = {"", "params", "master", "momentum", "wte", "h.9.attn.c_attn.weight",
-                                "F32", "BF16", "F16", "I32", "F64", "F8_E4M3", "F8_E5M2", "C64",
-                                "f32", "../x", "a/b", "..", "step", "__metadata__", "dtype", "shape",
-                                "data_offsets", "course-ckpt-1", "0x00beef", "\\u0000", "\\ud800",
-                                // longer than any name the readers keep (95 bytes)
-                                ("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-                                 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-// A random position in [lo, hi) (hi > lo), or in [lo, hi] with `end`.
-static size_t pick(Rng *r, size_t lo, size_t hi, int end) {
-    size_t span = hi - lo + (end ? 1 : 0);
-    return lo + (span ? rng_below(r, (uint32_t)span) : 0);
-}
-
-// Where a run of digits (digits) or a quoted span (!digits) starts.
-static int run_starts(const Bytes *b, size_t i, size_t lo, int digits) {
-    if (!digits) return b->p[i] == '"';
-    return b->p[i] >= '0' && b->p[i] <= '9' && (i == lo || b->p[i - 1] < '0' || b->p[i - 1] > '9');
-}
-
-// Mutation m of b's bytes [lo, hi); returns the new hi. nums: the numbers that
-// replace a run of digits (NULL: NUMBERS).
-static size_t mutate(Rng *r, Bytes *b, Mut m, size_t lo, size_t hi, const char *const *nums, int n_nums) {
-    if (!nums) nums = NUMBERS, n_nums = COUNT(NUMBERS);
-    if (hi <= lo) m = M_INSERT;
-    switch (m) {
-    case M_FLIP:
-        for (int k = 1 + (int)rng_below(r, 4); k > 0; k--)
-            b->p[pick(r, lo, hi, 0)] ^= (unsigned char)(1u << rng_below(r, 8));
-        return hi;
-    case M_BYTE:
-        b->p[pick(r, lo, hi, 0)] = (unsigned char)SPECIAL[rng_below(r, sizeof SPECIAL - 1)];
-        return hi;
-    case M_INSERT: {
-        const char *t = TOKENS[rng_below(r, COUNT(TOKENS))];
-        b_insert(b, pick(r, lo, hi, 1), t, strlen(t));
-        return hi + strlen(t);
-    }
-    case M_DELETE: {
-        size_t at = pick(r, lo, hi, 0), k = 1 + rng_below(r, 32);
-        if (k > hi - at) k = hi - at;
-        b_erase(b, at, k);
-        return hi - k;
-    }
-    case M_CUT: {  // everything of the region from a point on
-        size_t at = pick(r, lo, hi, 0);
-        return b_erase(b, at, hi - at), at;
-    }
-    case M_DUPLICATE: {
-        unsigned char copy[200];
-        size_t a = pick(r, lo, hi, 0), k = 1 + rng_below(r, sizeof copy);
-        if (k > hi - a) k = hi - a;
-        memcpy(copy, b->p + a, k);
-        b_insert(b, pick(r, lo, hi, 1), copy, k);
-        return hi + k;
-    }
-    case M_NUMBER:
-    case M_STRING: {
-        // The n-th run of digits (or the n-th quoted span), for a random n.
-        int want = m == M_NUMBER, runs = 0;
-        for (size_t i = lo; i < hi; i++) runs += run_starts(b, i, lo, want);
-        if (runs == 0) return mutate(r, b, M_FLIP, lo, hi, nums, n_nums);
-        int target = (int)rng_below(r, (uint32_t)runs);
-        for (size_t i = lo; i < hi; i++) {
-            if (!run_starts(b, i, lo, want) || target-- > 0) continue;
-            size_t a = want ? i : i + 1, e = a;
-            while (e < hi && (want ? (b->p[e] >= '0' && b->p[e] <= '9') : b->p[e] != '"')) e++;
-            const char *t = want ? nums[rng_below(r, (uint32_t)n_nums)]
-                                 : STRINGS[rng_below(r, COUNT(STRINGS))];
-            b_erase(b, a, e - a);
-            b_insert(b, a, t, strlen(t));
-            return hi - (e - a) + strlen(t);
-        }
-        return hi;
-    }
-    default: return hi;
-    }
-}
+enum { MANIFEST_CASES = 5000, ST_CASES_PER_KIND = 500 };
 
 // ---------------------------------------------------------------- the manifest, written and read back
 
@@ -544,11 +416,11 @@ static void test_st_fuzz(TestState *ts) {
     uint32_t crc0 = crc32c(0, base.p, base.n);
     // Numbers that land on every boundary of this file's data section.
     char nb[8][24];
-    const char *nums[COUNT(NUMBERS) + 8];
+    const char *nums[MUTATE_N_NUMBERS + 8];
     long long d = (long long)data, edges[8] = {d, d + 1, d - 1, d - 4, 4, 188, 192, 196};
-    for (int i = 0; i < COUNT(NUMBERS); i++) nums[i] = NUMBERS[i];
+    for (int i = 0; i < MUTATE_N_NUMBERS; i++) nums[i] = MUTATE_NUMBERS[i];
     for (int i = 0; i < 8; i++)
-        snprintf(nb[i], sizeof nb[i], "%lld", edges[i]), nums[COUNT(NUMBERS) + i] = nb[i];
+        snprintf(nb[i], sizeof nb[i], "%lld", edges[i]), nums[MUTATE_N_NUMBERS + i] = nb[i];
     Rng r;
     rng_seed(&r, 7070707);
     Tally t[S_KINDS] = {{0}};
@@ -583,7 +455,7 @@ static void test_st_fuzz(TestState *ts) {
         case S_NUMBERS: hi = mutate(&r, &b, M_NUMBER, 8, hi, nums, COUNT(nums)); break;
         case S_STRINGS: hi = mutate(&r, &b, M_STRING, 8, hi, NULL, 0); break;
         case S_DATA: mutate(&r, &b, M_FLIP, hi, b.n, NULL, 0); break;
-        case S_TRUNCATE: b.n = pick(&r, 0, base.n, 0); fix_length = 0; break;
+        case S_TRUNCATE: b.n = mutate_pick(&r, 0, base.n, 0); fix_length = 0; break;
         case S_APPEND: {
             unsigned char junk[64];
             size_t k = 1 + rng_below(&r, 64);
