@@ -15,7 +15,7 @@ scheds = "gpipe 1f1b interleaved zb-h1"
 # One colour per schedule, the same in every figure (Paul Tol's bright scheme).
 scol(s) = s eq "gpipe" ? 0x4477AA : s eq "1f1b" ? 0xEE6677 : s eq "interleaved" ? 0x228833 : 0xCCBB44
 sname(s) = s eq "gpipe" ? "GPipe" : s eq "1f1b" ? "1F1B" : s eq "interleaved" ? "interleaved 1F1B (v = 2)" : \
-           "zero-bubble, in the manner of ZB-H1"
+           "zero-bubble (ZB-H1)"
 spt(i) = word("7 5 9 13", i) + 0   # point types: circle, square, triangle, diamond
 
 # ---------------------------------------------------------------- 1. Gantt charts

@@ -28,9 +28,8 @@
 // Checked against the formulas (tF = tB = tW = 1, --msg 0, p = 4, m = 8): GPipe and
 // 1F1B 33 time units for 24 busy, bubble 0.375 = (p-1)/m; interleaved v = 2: 0.1875 =
 // (p-1)/(v m), v = 4: 0.09375; any tF, tB: the same (the bubble of equal stages does not
-// depend on them). zb-h1: 0.2917, where the paper's handcrafted ZB-H1 reaches
-// (p-1)(tF+tB-tW)/(m(tF+tB+tW)) = 0.125 (1F1B: 0.375): our generator, 1F1B's order with
-// each W right after its B (in the cool-down one B later), gets less of the saving.
+// depend on them). zb-h1: 0.125 = (p-1)(tF+tB-tW)/(m(tF+tB+tW)), the paper's ZB-H1
+// (1F1B: 0.375), and so for any tW <= min(tF, tB) (at p = 4 and 8, m = 8 to 32).
 //
 // --gantt FILE writes the simulated spans in common/timeline.c's table format
 // (rank, lane 0 compute / 2 waiting, ms, name F3 B3 W3, with chunks F3.1): a
@@ -197,8 +196,8 @@ int main(int argc, char **argv) {
     printf("# formula %s = %.4f: equal stages, no message time (the mean stage above when they differ)\n",
            why, formula);
     printf("# simulated / formula = %.4f%s\n", formula > 0 ? bubble / formula : 0,
-           kind == SCHED_ZB_H1 ? " (our generator is in the manner of ZB-H1, not its handcrafted order:"
-                                 " the simulation says what it achieves)" : "");
+           kind == SCHED_ZB_H1 ? " (ZB-H1's formula holds for tW <= min(tF, tB); a longer W"
+                                 " outgrows the idle time it is moved into)" : "");
     printf("RESULT sim schedule=%s p=%d m=%d v=%d step=%.6g bubble=%.6f formula=%.6f\n", sched, p, m,
            v, step, bubble, formula);
     if (gantt) {

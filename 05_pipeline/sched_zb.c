@@ -1,4 +1,4 @@
-// sched_zb.c — a zero-bubble schedule in the manner of ZB-H1 (Qi et al. 2023,
+// sched_zb.c — the zero-bubble schedule ZB-H1 (Qi et al. 2023,
 // "Zero Bubble Pipeline Parallelism", §3.1).
 //
 // 1F1B's backward does two things: the gradient at the stage's input, which the
@@ -8,26 +8,34 @@
 // up the pipeline a W sooner at every stage, and the W passes fill time the stage
 // would otherwise spend waiting.
 //
-// This generator keeps 1F1B's warm-up and its bound on memory (rank s never
-// holds more than min(p - s, m) micro-batches: a micro-batch's activations stay
-// until its W): steady state F, B, W; in the cool-down, where no forward needs
-// the memory, each W waits one B, running while the next gradient is on its way.
+// ZB-H1 is 1F1B's order with the backward split, and with the W passes moved to
+// where 1F1B idles. In 1F1B rank s waits s backwards at the end of a step (the last
+// gradients coming back down the pipeline after its own are done): so rank s keeps
+// back the W passes of its first s micro-batches and runs them there, each other W
+// right after its B. Its B passes, no longer followed by their W in the steady
+// state's first s rounds, send the gradients back a W sooner, and the ranks before
+// it start their cool-down sooner. With tF = tB = tW the step is 3m + p - 1 time
+// units against 1F1B's 3m + 3(p - 1): the bubble (p-1)(tF+tB-tW) / (m(tF+tB+tW)),
+// a third of 1F1B's (build/pp_sim reproduces it exactly while tW <= tF and tW <= tB:
+// a longer W outgrows the idle time it is moved into).
+//
+// The price is memory: a micro-batch's activations stay until its W, so rank s
+// holds up to p - s + s = p micro-batches (min(p, m)): every rank as many as 1F1B's
+// first, which is the peak the job must fit anyway ("the same peak memory as 1F1B").
 #include "schedule.h"
 
 void sched_zb_h1(PPSchedule *S) {
     int p = S->p, m = S->m;
     for (int s = 0; s < p; s++) {
         int warmup = p - s - 1 < m ? p - s - 1 : m;
+        int next_w = 0;  // the oldest micro-batch whose W is still to come
         for (int i = 0; i < warmup; i++) pp_forward_with(S, s, i, 0);
-        for (int i = 0; i < m - warmup; i++) {
-            pp_forward_with(S, s, warmup + i, 0);
+        for (int i = 0; i < m; i++) {
+            if (warmup + i < m) pp_forward_with(S, s, warmup + i, 0);
             pp_backward_input_with(S, s, i, 0);
-            pp_push(S, s, PP_BACKWARD_WEIGHT, i, 0);
+            // W of micro-batch i - s: rank s keeps s of them back for the end
+            if (i - next_w >= s) pp_push(S, s, PP_BACKWARD_WEIGHT, next_w++, 0);
         }
-        for (int i = m - warmup; i < m; i++) {
-            pp_backward_input_with(S, s, i, 0);
-            if (i > m - warmup) pp_push(S, s, PP_BACKWARD_WEIGHT, i - 1, 0);
-        }
-        if (warmup > 0) pp_push(S, s, PP_BACKWARD_WEIGHT, m - 1, 0);
+        while (next_w < m) pp_push(S, s, PP_BACKWARD_WEIGHT, next_w++, 0);
     }
 }

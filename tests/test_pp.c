@@ -19,7 +19,7 @@
 //                     walk (the most micro-batches' activations in use at once, which the
 //                     engine then pools, and a zero-bubble schedule's kept gradients from
 //                     its input pass to its weight pass); the most micro-batches in
-//                     flight: GPipe m, 1F1B and ZB-H1 min(p - s, m).
+//                     flight: GPipe m, 1F1B min(p - s, m), ZB-H1 min(p, m).
 // pp.tied.S.pP.mM     the first stage's wte and the last stage's copy bitwise equal
 //                     after training.
 // pp.check.*          sound schedules pass; a missing receive, two sends swapped and
@@ -53,7 +53,8 @@ static void expect_refused(TestState *ts, PPSchedule *S, const char *name, const
 static void test_checker(TestState *ts) {
     char err[512], name[96];
     // Every generated schedule is sound, and holds the micro-batches in flight the
-    // formulas say: GPipe m on every rank, 1F1B min(p - s, m).
+    // formulas say: GPipe m on every rank, 1F1B min(p - s, m), ZB-H1 min(p, m) (its
+    // rank s keeps s weight passes back).
     for (int k = 0; k < SCHED_COUNT; k++) {
         int bad = 0, count = 0, wrong_flight = 0;
         char first[600] = "";
@@ -67,7 +68,8 @@ static void test_checker(TestState *ts) {
                         if (!bad++) snprintf(first, sizeof first, "; p %d m %d v %d: %.500s", p, m, v, err);
                     } else if (k != SCHED_INTERLEAVED) {
                         for (int st = 0; st < p; st++) {
-                            int want = k == SCHED_GPIPE ? m : (p - st < m ? p - st : m);
+                            int want = k == SCHED_GPIPE ? m : k == SCHED_ZB_H1 ? (p < m ? p : m)
+                                                                 : (p - st < m ? p - st : m);
                             if (sched_max_in_flight(S, st) != want && !wrong_flight++)
                                 snprintf(first, sizeof first, "; p %d m %d: rank %d holds %d "
                                          "micro-batches at once, the formula %d", p, m, st,
@@ -241,7 +243,8 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
         size_t slot = ctx.ledger.current[MEM_ACTIVATIONS] - before;
         gpt_acts_free(P.model[0], &one);
         int inflight = sched_max_in_flight(S, s);
-        int want_inflight = kind == SCHED_GPIPE ? m : (p - s < m ? p - s : m);
+        int want_inflight = kind == SCHED_GPIPE ? m : kind == SCHED_ZB_H1 ? (p < m ? p : m)
+                                                               : (p - s < m ? p - s : m);
         // The schedule's own walk: a set of activations in use from its receive (or
         // forward) to its backward (or weight pass), then kept in the engine's pool
         // (so charged: the sets ever in use at once); a zero-bubble schedule's kept
