@@ -89,7 +89,7 @@ recovery() {  # recovery NAME FAULT TIMEOUT
     echo "# steps; a rank killed (hung) as step 6 begins; milliseconds from the fault:"
     echo "#   detect  the launcher sees a rank fail (a kill: at once; a hang: the peer's"
     echo "#           --timeout 2 s expires, it exits with the diagnostic)"
-    echo "#   cleanup the other ranks are gone (a hung one is killed after timeout + 5 s)"
+    echo "#   cleanup the other ranks are gone (a hung one is killed after timeout + 2 s)"
     echo "#   restart new processes, the model built, up to the load"
     echo "#   load    the checkpoint verified and read;  step: the first new step"
     printf '# %-6s %10s %9s %9s %8s %11s %9s\n' fault detect_ms cleanup restart load first_step total

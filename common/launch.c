@@ -238,7 +238,10 @@ Comm *comm_launch(const CommConfig *cfg) {
             }
             pids[r] = pid;
         }
-        int first, status = supervise(pids, n, cfg->timeout_s + 5.0, &first);
+        // The grace: every rank still waiting on the failed one times out within
+        // --timeout of the failure (its wait began before it), and 2 s more lets a
+        // rank slowed by the machine (or by the sanitizers) print its diagnosis.
+        int first, status = supervise(pids, n, cfg->timeout_s + 2.0, &first);
         if (region) munmap(region, bytes);
         if (status == 0 || attempt == cfg->max_restarts) {
             if (attempt > 0)
