@@ -88,6 +88,19 @@ static int in_stage(const CkptSave *s, const void *p) {
     return (const float *)p >= s->stage && (const float *)p < s->stage + s->staged;
 }
 
+// The next tensor of the snapshot: an F32 rows x cols matrix at data.
+static void add_tensor(CkptSave *s, const char *name, int64_t rows, int64_t cols, const float *data) {
+    StTensor *T = &s->t[s->nt + s->n_local];
+    memset(T, 0, sizeof *T);
+    snprintf(T->name, sizeof T->name, "%s", name);
+    T->dtype = DT_F32;
+    T->ndim = 2;
+    T->shape[0] = rows;
+    T->shape[1] = cols;
+    T->data = data;
+    T->nbytes = (size_t)(rows * cols) * sizeof(float);
+}
+
 // The snapshot: this rank's share of every view, copied to the host (the only
 // copy: a rectangle of whole rows is written to the file from where it lies),
 // then cut into rectangles.
@@ -135,15 +148,9 @@ static void snapshot(CkptSave *s, const TrainState *st) {
                     memcpy(q + r * x->nc, p + (size_t)r * x->stride, (size_t)x->nc * sizeof(float));
                 p = q;
             }
-            StTensor *T = &s->t[s->nt];
-            memset(T, 0, sizeof *T);
-            ckpt_key(V->kind, V->g->slices[x->slice].name, x->r0, x->c0, T->name, sizeof T->name);
-            T->dtype = DT_F32;
-            T->ndim = 2;
-            T->shape[0] = x->nr;
-            T->shape[1] = x->nc;
-            T->data = p;
-            T->nbytes = bytes;
+            char key[sizeof s->t[0].name];
+            ckpt_key(V->kind, V->g->slices[x->slice].name, x->r0, x->c0, key, sizeof key);
+            add_tensor(s, key, x->nr, x->nc, p);
             s->kinds[s->nt] = V->kind;
             s->boxes[s->nt++] = *x;
         }
@@ -155,15 +162,7 @@ static void snapshot(CkptSave *s, const TrainState *st) {
     if (fp8 && rows > 0) {
         s->t = realloc(s->t, (size_t)(s->nt + 1) * sizeof *s->t);
         CHECK(s->t, "out of host memory");
-        StTensor *T = &s->t[s->nt];
-        memset(T, 0, sizeof *T);
-        snprintf(T->name, sizeof T->name, "%s", CKPT_FP8_KEY);
-        T->dtype = DT_F32;
-        T->ndim = 2;
-        T->shape[0] = rows;
-        T->shape[1] = cols;
-        T->data = fp8;
-        T->nbytes = (size_t)rows * (size_t)cols * sizeof(float);
+        add_tensor(s, CKPT_FP8_KEY, rows, cols, fp8);
         s->n_local = 1;
     } else {
         free(fp8);

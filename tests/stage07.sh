@@ -172,8 +172,7 @@ run ft-kill-mid-collective s7_kill_mid_collective
 s7_corrupt() {
     local d="$S7_DIR/corrupt" ref="$S7_DIR/ref.ddp.safetensors" why
     rm -rf "$d" && mkdir -p "$d"
-    # shellcheck disable=SC2086
-    [ -s "$ref" ] || "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >/dev/null 2>&1
+    s7_reference ddp ddp_train --np 2 --batch 2 || return 1  # -> $ref
     # shellcheck disable=SC2086
     "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --steps 6 --ckpt-dir "$d/ck" --ckpt-every 3 \
         --inject corrupt,step=6,rank=1 >"$d/first.log" 2>&1
@@ -335,8 +334,7 @@ run ft-refuse-other s7_refuse_other
 s7_supervisor() {  # s7_supervisor NAME FAULT TIMEOUT    (S7_MPI=1: under mpirun)
     local name=$1 fault=$2 d="$S7_DIR/sup.$1" ref="$S7_DIR/ref.ddp.safetensors"
     rm -rf "$d" && mkdir -p "$d"
-    # shellcheck disable=SC2086
-    [ -s "$ref" ] || "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >/dev/null 2>&1
+    s7_reference ddp ddp_train --np 2 --batch 2 || return 1  # -> $ref
     local job=("$BUILD/ddp_train" --np 2 --max-restarts 2)
     # Under mpirun the wrapper supervises (07_fault_tolerance/supervise.sh).
     [ -n "${S7_MPI:-}" ] && job=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -393,8 +391,7 @@ run ft-refuse-restarts-nodir s7_refuse restarts_need_dir "--max-restarts (a rest
 s7_async() {
     local d="$S7_DIR/async" ref="$S7_DIR/ref.ddp.safetensors" bad=0
     rm -rf "$d" && mkdir -p "$d"
-    # shellcheck disable=SC2086
-    [ -s "$ref" ] || "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --save-params "$ref" >/dev/null 2>&1
+    s7_reference ddp ddp_train --np 2 --batch 2 || return 1  # -> $ref
     # shellcheck disable=SC2086
     "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/sync" --ckpt-every 3 --ckpt-keep 9 >"$d/sync.log" 2>&1
     # shellcheck disable=SC2086

@@ -44,6 +44,14 @@ static GPTConfig test_config(void) { return (GPTConfig){8, 32, 4, 8, 61}; }
 
 // ---------------------------------------------------------------- the checker
 
+// The most micro-batches rank s of p holds at once: GPipe all m; 1F1B those still
+// on their way through the stages after it, min(p - s, m); ZB-H1 min(p, m) (its
+// rank s keeps s weight passes back).
+static int in_flight_formula(SchedKind k, int p, int s, int m) {
+    int n = k == SCHED_GPIPE ? m : k == SCHED_ZB_H1 ? p : p - s;
+    return n < m ? n : m;
+}
+
 static void expect_refused(TestState *ts, PPSchedule *S, const char *name, const char *pattern) {
     char err[512];
     int rc = sched_check(S, err, sizeof err);
@@ -68,8 +76,7 @@ static void test_checker(TestState *ts) {
                         if (!bad++) snprintf(first, sizeof first, "; p %d m %d v %d: %.500s", p, m, v, err);
                     } else if (k != SCHED_INTERLEAVED) {
                         for (int st = 0; st < p; st++) {
-                            int want = k == SCHED_GPIPE ? m : k == SCHED_ZB_H1 ? (p < m ? p : m)
-                                                                 : (p - st < m ? p - st : m);
+                            int want = in_flight_formula((SchedKind)k, p, st, m);
                             if (sched_max_in_flight(S, st) != want && !wrong_flight++)
                                 snprintf(first, sizeof first, "; p %d m %d: rank %d holds %d "
                                          "micro-batches at once, the formula %d", p, m, st,
@@ -243,8 +250,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
         size_t slot = ctx.ledger.current[MEM_ACTIVATIONS] - before;
         gpt_acts_free(P.model[0], &one);
         int inflight = sched_max_in_flight(S, s);
-        int want_inflight = kind == SCHED_GPIPE ? m : kind == SCHED_ZB_H1 ? (p < m ? p : m)
-                                                               : (p - s < m ? p - s : m);
+        int want_inflight = in_flight_formula(kind, p, s, m);
         // The schedule's own walk: a set of activations in use from its receive (or
         // forward) to its backward (or weight pass), then kept in the engine's pool
         // (so charged: the sets ever in use at once); a zero-bubble schedule's kept
