@@ -64,7 +64,7 @@ do for [src in "measured_p2 sim_p2 sim_p4"] {
         stats g using (strcol(1) eq s && strcol(2) eq how && $3 == p ? $7 : NaN) nooutput
         set xrange [0:tmax * 1.01]
         set yrange [-(p - 0.45):0.45]
-        set title sprintf("%s: step %.1f ms, bubble %.3f (idle / busy, the mean of the ranks)", sname(s), st, STATS_max) \
+        set title sprintf("%s: step %.1f ms, bubble %.3f (step - busy) / busy of the busiest rank", sname(s), st, STATS_max) \
             offset 0,-0.6
         if (i == 4) {
             set xlabel "ms since the step began. F forward (blue), B backward (green; zb-h1: its input-gradient pass), " . \
@@ -96,15 +96,17 @@ f = dir."/bubble.txt"
 set output dir."/bubble.png"
 set terminal pngcairo size 1100,900 noenhanced font ",11"
 set multiplot layout 2,2 title "Pipeline bubble against the micro-batches m, p = 2 ranks on this CPU\n".model . \
-    "\npoints: measured (median of the rounds; bars: min and max), bubble = (step - busy) / busy, the mean of the ranks"
+    "\npoints: measured (median of the rounds; bars: min and max), bubble = (step - busy) / busy of the busiest rank"
 set logscale x 2
 stats f using 2 nooutput
 set xrange [STATS_min / 1.4:STATS_max * 1.4]
 stats f using 6 nooutput
 top = STATS_max
-set yrange [0:top * 1.25]
+stats f using 18 nooutput
+top = STATS_max > top ? STATS_max : top
+set yrange [0:top * 1.6]
 set key inside top right box opaque font ",9"
-set ylabel "bubble (idle / busy)"
+set ylabel "bubble ((step - busy) / busy)"
 i = 0
 do for [s in scheds] {
     i = i + 1
@@ -119,7 +121,9 @@ do for [s in scheds] {
              title (s eq "zb-h1" ? "formula: ZB-H1 (p-1)(tF+tB-tW)/(m(tF+tB+tW))" : \
                     s eq "interleaved" ? "formula: (p-1)/(v m)" : "formula: (p-1)/m"), \
          f using (strcol(1) eq s ? $2 : NaN):9 with linespoints lw 2 pt 6 ps 1.2 lc rgb "#AA3377" \
-             title "pp_sim, the measured per-stage medians", \
+             title "pp_sim on the measured stage times", \
+         f using (strcol(1) eq s ? $2 : NaN):18 with points pt 2 ps 1.2 lc rgb "#888888" \
+             title "idle, the mean rank (bubble + imbalance)", \
          f using (strcol(1) eq "1f1b" && (s eq "interleaved" || s eq "zb-h1") ? $2 : NaN):7 with lines dt 3 lw 2 \
              lc rgb "#999999" title (s eq "interleaved" || s eq "zb-h1" ? "(p-1)/m: 1F1B's formula, for comparison" : "")
 }

@@ -16,9 +16,18 @@
 //
 // A compute that needs a message (a forward its input, a backward its gradient)
 // starts at max(the rank is free, the message was posted + --msg). The step is the
-// last end; each rank's busy time is the sum of its computes; its bubble is
-// (step - busy) / busy, the idle time as a share of the work (the textbook's
-// measure: GPipe's (p-1)/m). A time flag takes one value (every stage), p values
+// last end; each rank's busy time is the sum of its computes. Two measures of the
+// time lost:
+//
+//   bubble = (step - busy_max) / busy_max   the step beyond the busiest rank's work
+//   idle   = mean over ranks of (step - busy) / busy
+//
+// The bubble is the textbook's (GPipe's (p-1)/m: the time the pipeline takes to fill
+// and drain, over the ideal step, which is the slowest stage's m micro-batches). With
+// equal stages the two are the same number; with unequal ones, idle also counts the
+// faster ranks waiting for the slowest in the steady state (the load imbalance,
+// busy_max / busy_min - 1), which no schedule removes and the formulas leave out.
+// A time flag takes one value (every stage), p values
 // (one per rank: stages that differ, as the embedding's and the head's do), or
 // p·v (one per virtual stage: the chunk's own time, not divided by v).
 //
@@ -95,7 +104,7 @@ int main(int argc, char **argv) {
     };
     flags_parse(flags, FLAG_COUNT(flags), argc, argv, "pp_sim [flags]",
                 "Simulates one step of a pipeline schedule with given per-stage times: the step "
-                "time, each rank's busy time and bubble, beside the textbook formulas.");
+                "time, each rank's busy and idle time, the bubble beside the textbook formulas.");
     SchedKind kind;
     sched_parse(sched, &kind);
     if (kind == SCHED_INTERLEAVED && v == 1) v = 2;
@@ -173,14 +182,18 @@ int main(int argc, char **argv) {
            v, v > 1 ? "s" : "");
     printf("# per stage and micro-batch (the mean over the ranks, s): tF = %.6g, tB = %.6g, tW = %.6g;"
            " message %.6g s\n", F, B, W, msg);
-    printf("# rank  busy_s  idle_s  bubble  in_flight   (bubble = (step - busy) / busy)\n");
-    double bsum = 0;
+    printf("# rank  busy_s  idle_s  idle  in_flight   (idle = (step - busy) / busy)\n");
+    double isum = 0, bmax = 0, bmin = 0;
     for (int s = 0; s < p; s++) {
-        double b = busy[s] > 0 ? (step - busy[s]) / busy[s] : 0;
-        bsum += b;
-        printf("rank %d %.6g %.6g %.4f %d\n", s, busy[s], step - busy[s], b, sched_max_in_flight(S, s));
+        double x = busy[s] > 0 ? (step - busy[s]) / busy[s] : 0;
+        isum += x;
+        bmax = s == 0 || busy[s] > bmax ? busy[s] : bmax;
+        bmin = s == 0 || busy[s] < bmin ? busy[s] : bmin;
+        printf("rank %d %.6g %.6g %.4f %d\n", s, busy[s], step - busy[s], x, sched_max_in_flight(S, s));
     }
-    double bubble = bsum / p, formula;
+    double bubble = bmax > 0 ? (step - bmax) / bmax : 0, idle = isum / p;
+    double imbalance = bmin > 0 ? bmax / bmin - 1 : 0;
+    double formula;
     const char *why;
     if (kind == SCHED_INTERLEAVED) {
         formula = (p - 1.0) / ((double)v * m);
@@ -192,14 +205,15 @@ int main(int argc, char **argv) {
         formula = (p - 1.0) / m;
         why = "GPipe and 1F1B, the backward tB + tW: (p-1)/m";
     }
-    printf("step %.6g s; bubble (mean of the ranks) %.4f\n", step, bubble);
+    printf("step %.6g s; bubble %.4f = (step - busy_max) / busy_max; idle %.4f (the mean of the "
+           "ranks); imbalance %.4f = busy_max / busy_min - 1\n", step, bubble, idle, imbalance);
     printf("# formula %s = %.4f: equal stages, no message time (the mean stage above when they differ)\n",
            why, formula);
     printf("# simulated / formula = %.4f%s\n", formula > 0 ? bubble / formula : 0,
            kind == SCHED_ZB_H1 ? " (ZB-H1's formula holds for tW <= min(tF, tB); a longer W"
                                  " outgrows the idle time it is moved into)" : "");
-    printf("RESULT sim schedule=%s p=%d m=%d v=%d step=%.6g bubble=%.6f formula=%.6f\n", sched, p, m,
-           v, step, bubble, formula);
+    printf("RESULT sim schedule=%s p=%d m=%d v=%d step=%.6g bubble=%.6f idle=%.6f imbalance=%.6f "
+           "formula=%.6f\n", sched, p, m, v, step, bubble, idle, imbalance, formula);
     if (gantt) {
         FILE *f = fopen(gantt, "w");
         CHECK(f, "cannot write %s", gantt);

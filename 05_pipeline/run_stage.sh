@@ -32,7 +32,7 @@ rm -f "$out"/*.txt "$out"/*.log "$out"/*.png "$out"/gantt/*.dat "$out"/gantt/*.j
 # The small preset (as common/ and memcalc define it); B sequences per micro-batch.
 L=4 C=256 NH=4 T=128 V=256 B=2 P=2 M=8
 cores=$(nproc)
-rounds=5 steps=3 demo_steps=20 ms="2 4 8 16" sim_ms="4 8 16 32 64"
+rounds=7 steps=3 demo_steps=20 ms="2 4 8 16" sim_ms="4 8 16 32 64"
 if [ "${QUICK:-0}" = 1 ]; then rounds=1 steps=2 demo_steps=4 ms="2 8" sim_ms="8 32"; fi
 scheds=(gpipe 1f1b interleaved zb-h1)
 tmp=$(mktemp -d)
@@ -51,12 +51,16 @@ train() {
 }
 chunks() { [ "$1" = interleaved ] && echo 2 || echo 1; }  # chunks SCHED: v
 # analyse DAT P V: from a trace of one step, "step_ms bubble wait_ms edge_ms gap_ms tF_ms
-# tB_ms tW_ms tf tb tw". busy: a rank's compute spans less the waits inside them (a forward
-# waits for its input inside its action, a backward for its gradient); step: the last end -
-# the first start over the ranks; bubble = (step - busy) / busy, the mean of the ranks.
-# The idle time (step - busy, the mean of the ranks) in three: wait_ms in waits for a
-# message, edge_ms before a rank's first compute and after its last, gap_ms between its
-# actions (posting, allocating a received micro-batch's activations).
+# tB_ms tW_ms tf tb tw idle imbalance". busy: a rank's compute spans less the waits inside
+# them (a forward waits for its input inside its action, a backward for its gradient);
+# step: the last end - the first start over the ranks. bubble = (step - busy_max) /
+# busy_max: the step beyond the busiest rank's work, the pipeline's fill and drain (what
+# the formulas count; build/pp_sim's bubble). idle = (step - busy) / busy, the mean of the
+# ranks: the bubble and, when the stages differ, the faster ranks' waits for the slowest
+# (imbalance = busy_max / busy_min - 1). The idle time (step - busy, the mean of the
+# ranks) in three: wait_ms in waits for a message, edge_ms before a rank's first compute
+# and after its last, gap_ms between its actions (posting, allocating a received
+# micro-batch's activations).
 # tf tb tw: pp_sim's lists, seconds, one a virtual stage (k = chunk·p + rank), the median
 # of its spans; tF_ms...: per stage (all its chunks), the mean of the ranks. B of GPipe,
 # 1F1B and interleaved is the fused backward (tB + tW; tW 0); zb-h1's B and W apart.
@@ -84,13 +88,17 @@ analyse() {
             step = hi - lo
             for (s = 0; s < p; s++) {
                 e = first[s] - lo + hi - last[s]
-                bub += (step - busy[s]) / busy[s] / p; wait += wt[s] / p; edge += e / p; gap += (step - span[s] - e) / p }
+                if (s == 0 || busy[s] > bmax) bmax = busy[s]
+                if (s == 0 || busy[s] < bmin) bmin = busy[s]
+                idle += (step - busy[s]) / busy[s] / p; wait += wt[s] / p; edge += e / p; gap += (step - span[s] - e) / p }
+            bub = (step - bmax) / bmax
             for (k = 0; k < p * v; k++) {
                 f = median("F" SUBSEP k); b = median("B" SUBSEP k); x = median("W" SUBSEP k)
                 F += f / p; Bk += b / p; W += x / p
                 lf = lf (k ? "," : "") sprintf("%.6g", f / 1e3); lb = lb (k ? "," : "") sprintf("%.6g", b / 1e3)
                 lw = lw (k ? "," : "") sprintf("%.6g", x / 1e3) }
-            printf "%.3f %.5f %.3f %.3f %.3f %.3f %.3f %.3f %s %s %s\n", step, bub, wait, edge, gap, F, Bk, W, lf, lb, lw }' "$1"
+            printf "%.3f %.5f %.3f %.3f %.3f %.3f %.3f %.3f %s %s %s %.5f %.5f\n", step, bub, wait, edge, gap, F, Bk, W,
+                   lf, lb, lw, idle, bmax / bmin - 1 }' "$1"
 }
 # msg_s: one activation message (B·T·C floats) from stage 02's alpha-beta fit for np 2:
 # alpha + n·beta in cache (yours where you ran stage 02, else the course's); 0 without one.
@@ -118,15 +126,17 @@ echo "== bubble vs m at p = $P: ${scheds[*]}, m = $ms; $rounds round(s), $cores 
 raw=$out/bubble_runs.txt
 {
     echo "# Every run of the bubble sweep (p = $P, small preset, batch $B, $steps steps; the last step traced)."
-    echo "# step_ms: the traced step's computes, first start to last end; bubble = (step - busy) / busy, busy a"
-    echo "# rank's compute spans less the waits inside them (the mean of the ranks); the idle time (step - busy, the"
-    echo "# mean of the ranks) in waits for a message (wait_ms), before a rank's first compute and after its last"
-    echo "# (edge_ms), between its actions (gap_ms: posting, allocating received activations); tF/tB/tW_ms: per stage"
-    echo "# (the mean of the ranks) the medians of the trace's F, B, W spans less waits (GPipe, 1F1B, interleaved:"
-    echo "# B is the fused backward, tB + tW); sim: pp_sim driven by the trace's medians per virtual stage,"
-    echo "# message $msg s; formula: pp_sim's formula with those times."
-    printf '%-12s %3s %5s %9s %8s %8s %8s %7s %7s %7s %7s %8s %8s\n' "#schedule" "m" "round" "step_ms" "bubble" \
-        "wait_ms" "edge_ms" "gap_ms" "tF_ms" "tB_ms" "tW_ms" "sim" "formula"
+    echo "# step_ms: the traced step's computes, first start to last end; busy: a rank's compute spans less the"
+    echo "# waits inside them. bubble = (step - busy_max) / busy_max, the step beyond the busiest rank's work (the"
+    echo "# fill and drain the formulas count); idle = (step - busy) / busy, the mean of the ranks (the bubble and"
+    echo "# the faster rank's waits for the slower); imbalance = busy_max / busy_min - 1. The idle time (step - busy,"
+    echo "# the mean of the ranks) in waits for a message (wait_ms), before a rank's first compute and after its"
+    echo "# last (edge_ms), between its actions (gap_ms: posting, allocating received activations); tF/tB/tW_ms: per"
+    echo "# stage (the mean of the ranks) the medians of the trace's F, B, W spans less waits (GPipe, 1F1B,"
+    echo "# interleaved: B is the fused backward, tB + tW); sim, sim_idle: pp_sim driven by the trace's medians per"
+    echo "# virtual stage, message $msg s; formula: pp_sim's formula with those times."
+    printf '%-12s %3s %5s %9s %8s %8s %8s %7s %7s %7s %7s %8s %8s %8s %9s %8s\n' "#schedule" "m" "round" "step_ms" \
+        "bubble" "wait_ms" "edge_ms" "gap_ms" "tF_ms" "tB_ms" "tW_ms" "sim" "formula" "idle" "imbalance" "sim_idle"
 } >"$raw"
 configs=()
 for s in "${scheds[@]}"; do for m in $ms; do configs+=("$s:$m"); done; done
@@ -138,11 +148,12 @@ for ((r = 1; r <= rounds; r++)); do
         log=$tmp/$s-m$m.log  # the last round's log and trace stay: memory and Gantt
         train "$log" --np "$P" --pp "$P" --schedule "$s" --chunks "$v" --grad-accum "$m" --steps "$steps" \
             --trace "$tmp/$s-m$m"
-        read -r step bub wait edge gap F Bt W lf lb lw < <(analyse "$tmp/$s-m$m.dat" "$P" "$v")
+        read -r step bub wait edge gap F Bt W lf lb lw idle imb < <(analyse "$tmp/$s-m$m.dat" "$P" "$v")
         "$BUILD/pp_sim" --pp "$P" --schedule "$s" --chunks "$v" --microbatches "$m" --tf "$lf" --tb "$lb" \
             --tw "$lw" --msg "$msg" --gantt "$tmp/sim-$s-m$m.dat" >"$tmp/sim.out"
-        printf '%-12s %3d %5d %9.2f %8.4f %8.2f %8.2f %7.2f %7.2f %7.2f %7.2f %8.4f %8.4f\n' "$s" "$m" "$r" "$step" \
-            "$bub" "$wait" "$edge" "$gap" "$F" "$Bt" "$W" "$(kv "$tmp/sim.out" bubble)" "$(kv "$tmp/sim.out" formula)" >>"$raw"
+        printf '%-12s %3d %5d %9.2f %8.4f %8.2f %8.2f %7.2f %7.2f %7.2f %7.2f %8.4f %8.4f %8.4f %9.4f %8.4f\n' "$s" \
+            "$m" "$r" "$step" "$bub" "$wait" "$edge" "$gap" "$F" "$Bt" "$W" "$(kv "$tmp/sim.out" bubble)" \
+            "$(kv "$tmp/sim.out" formula)" "$idle" "$imb" "$(kv "$tmp/sim.out" idle)" >>"$raw"
         printf ' %s' "$c"
     done
     echo
@@ -152,23 +163,28 @@ col() { awk -v s="$1" -v m="$2" -v k="$3" '!/^#/ && $1 == s && $2 == m {print $k
     echo "# Bubble against the micro-batches m at p = $P ranks (each on its own core of $cores), small preset (L=$L C=$C"
     echo "# heads=$NH T=$T V=$V), batch $B."
     echo "# measured: from the trace of each run's last step (bubble_runs.txt); the median over $rounds round(s), min and"
-    echo "# max the spread. formula: (p-1)/m for GPipe and 1F1B, (p-1)/(v m) interleaved (v = 2), ZB-H1's (p-1)(tF+tB-tW)/"
-    echo "# (m(tF+tB+tW)) (Qi et al., with the measured tF, tB, tW; equal stages, tW <= min(tF, tB))."
+    echo "# max the spread. bubble = (step - busy_max) / busy_max: the step beyond the busiest rank's work, the fill and"
+    echo "# drain that the formulas count. formula: (p-1)/m for GPipe and 1F1B, (p-1)/(v m) interleaved (v = 2), ZB-H1's"
+    echo "# (p-1)(tF+tB-tW)/(m(tF+tB+tW)) (Qi et al., with the measured tF, tB, tW; equal stages, tW <= min(tF, tB))."
     echo "# sim: build/pp_sim on the same schedule with the trace's per-virtual-stage medians (stages as unequal"
     echo "# as measured: the embedding and the head) and message $msg s (alpha + n beta, $msg_bytes B; fit: $msg_src)."
     echo "# meas/form, meas/sim: the ratios of the medians. tF/tB/tW_ms (tB fused, tW 0, except zb-h1), step_ms, and the"
-    echo "# idle time split as in bubble_runs.txt (wait_ms, edge_ms, gap_ms): medians over the rounds."
-    printf '%-12s %3s %6s %7s %7s %7s %7s %9s %7s %8s %7s %7s %7s %8s %7s %7s %7s\n' "#schedule" "m" "rounds" "bubble" \
-        "min" "max" "formula" "meas/form" "sim" "meas/sim" "tF_ms" "tB_ms" "tW_ms" "step_ms" "wait_ms" "edge_ms" "gap_ms"
+    echo "# idle time split as in bubble_runs.txt (wait_ms, edge_ms, gap_ms): medians over the rounds. idle: the mean"
+    echo "# rank's (step - busy) / busy, the bubble plus the faster rank's waits for the slower (imbalance = busy_max /"
+    echo "# busy_min - 1, the stages' difference in that step); sim_idle: pp_sim's; medians over the rounds."
+    printf '%-12s %3s %6s %7s %7s %7s %7s %9s %7s %8s %7s %7s %7s %8s %7s %7s %7s %7s %9s %8s\n' "#schedule" "m" \
+        "rounds" "bubble" "min" "max" "formula" "meas/form" "sim" "meas/sim" "tF_ms" "tB_ms" "tW_ms" "step_ms" \
+        "wait_ms" "edge_ms" "gap_ms" "idle" "imbalance" "sim_idle"
     for s in "${scheds[@]}"; do
         for m in $ms; do
             b=$(col "$s" "$m" 5 | med) f=$(col "$s" "$m" 13 | med) sm=$(col "$s" "$m" 12 | med)
-            printf '%-12s %3d %6d %7.4f %7.4f %7.4f %7.4f %9.3f %7.4f %8.3f %7.2f %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f\n' \
+            printf '%-12s %3d %6d %7.4f %7.4f %7.4f %7.4f %9.3f %7.4f %8.3f %7.2f %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f %7.4f %9.4f %8.4f\n' \
                 "$s" "$m" "$(col "$s" "$m" 5 | wc -l)" "$b" "$(col "$s" "$m" 5 | sort -g | head -n1)" \
                 "$(col "$s" "$m" 5 | sort -g | tail -n1)" "$f" "$(awk -v x="$b" -v y="$f" 'BEGIN {print x / y}')" "$sm" \
                 "$(awk -v x="$b" -v y="$sm" 'BEGIN {print (y > 0 ? x / y : 0)}')" "$(col "$s" "$m" 9 | med)" \
                 "$(col "$s" "$m" 10 | med)" "$(col "$s" "$m" 11 | med)" "$(col "$s" "$m" 4 | med)" \
-                "$(col "$s" "$m" 6 | med)" "$(col "$s" "$m" 7 | med)" "$(col "$s" "$m" 8 | med)"
+                "$(col "$s" "$m" 6 | med)" "$(col "$s" "$m" 7 | med)" "$(col "$s" "$m" 8 | med)" \
+                "$(col "$s" "$m" 14 | med)" "$(col "$s" "$m" 15 | med)" "$(col "$s" "$m" 16 | med)"
         done
     done
 } | tee "$out/bubble.txt"
@@ -219,22 +235,23 @@ memline() {  # memline LOG STAGE KEY: a value of that stage's MEM line
 } | tee "$out/memory.txt"
 
 # ---------------------------------------------------------------- 3. targets
-echo "== targets: the bubble within 10 % of (p-1)/m (GPipe, 1F1B, p = $P, m = $M); 1F1B's memory <= p/m GPipe's =="
+echo "== targets: the bubble within 10 % of its formula (every schedule, p = $P, m = $M); 1F1B's memory <= p/m GPipe's =="
 {
-    echo "# Targets (benchmarks, not tests). bubble: the measured bubble of GPipe and 1F1B at p = $P, m = $M against the"
-    echo "# formula (p-1)/m = $(awk -v p=$P -v m=$M 'BEGIN {print (p - 1) / m}') (uniform stages, the backward tB + tW, no message time): measured /"
+    echo "# Targets (benchmarks, not tests). bubble: the measured bubble of each schedule at p = $P, m = $M, (step -"
+    echo "# busy_max) / busy_max (bubble.txt), against its formula (equal stages, no message time): (p-1)/m ="
+    echo "# $(awk -v p=$P -v m=$M 'BEGIN {print (p - 1) / m}') for GPipe and 1F1B, (p-1)/(v m) interleaved, ZB-H1's with the measured tF, tB, tW: measured /"
     echo "# formula in [0.9, 1.1]; measured: the median over the rounds (per_round: each round's ratio, rounds_met: how"
     echo "# many met it). memory: 1F1B's peak activations on each stage / GPipe's on the same stage (memory.txt) <= p/m."
     printf '%-7s %-16s %11s %11s %7s %11s %8s %10s  %s\n' "#target" "config" "measured" "reference" "ratio" "goal" \
         "verdict" "rounds_met" "per_round"
-    for s in gpipe 1f1b; do
+    for s in "${scheds[@]}"; do
         awk -v s="$s" -v m="$M" -v p="$P" '
             function med(a, n,    i, j, t) {
                 for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
                 return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-            !/^#/ && $1 == s && $2 == m {n++; b[n] = $5; q[n] = $5 / $13; f = $13; ok += (q[n] >= 0.9 && q[n] <= 1.1)
+            !/^#/ && $1 == s && $2 == m {n++; b[n] = $5; fm[n] = $13; q[n] = $5 / $13; ok += (q[n] >= 0.9 && q[n] <= 1.1)
                                          pr = pr (n > 1 ? "," : "") sprintf("%.3f", q[n])}
-            END {mb = med(b, n); r = mb / f
+            END {mb = med(b, n); f = med(fm, n); r = mb / f  # ZB-H1: the formula of each round'"'"'s times
                  printf "%-7s %-16s %11.4f %11.4f %7.3f %11s %8s %10s  %s\n", "bubble", s "-p" p "-m" m, mb, f, r,
                         "0.9..1.1", (r >= 0.9 && r <= 1.1) ? "met" : "MISSED", ok "/" n, pr}' "$raw"
     done

@@ -65,7 +65,7 @@ describe() {
         07_fault_tolerance/ckpt_cost.txt) echo "Checkpoints of one process on this machine's disk, 4 layers of width C (T 64, V 256), a checkpoint every 3 steps of 9: the state (weights + AdamW moments, MB), the snapshot to host memory, the shard's write (fsync'd), the training's stall per checkpoint synchronous and --ckpt-async, and the load (verified, read); milliseconds, medians."; return ;;
         07_fault_tolerance/recovery.txt) echo "A rank of 2 killed (hung) under the supervisor, small preset: milliseconds from the fault to the launcher noticing, to the other ranks gone, to the restarted job's load, to the load done, to the first new step, and the total."; return ;;
         07_fault_tolerance/interval.txt) echo "Young's and Daly's checkpoint intervals for this machine's measured checkpoint cost and recovery time at a 1-hour MTBF, and the best goodput the failure simulation finds."; return ;;
-        05_pipeline/target.txt) echo "The targets: the measured bubble of GPipe and 1F1B at p = 2, m = 8 against (p−1)/m (measured / formula in 0.9–1.1; the median of the rounds, each round's ratio), and 1F1B's peak activations per stage against GPipe's (≤ p/m), met or MISSED."; return ;;
+        05_pipeline/target.txt) echo "The targets: the measured bubble of every schedule at p = 2, m = 8 against its formula ((p−1)/m for GPipe and 1F1B; measured / formula in 0.9–1.1; the median of the rounds, each round's ratio), and 1F1B's peak activations per stage against GPipe's (≤ p/m), met or MISSED."; return ;;
     esac
     case "$1" in
         bench-core.txt) echo "Median tokens/s over 3 alternating rounds (ours, then PyTorch), GFLOP/s at 6N + 12LHQT FLOPs per token, and the share of OpenBLAS's sgemm rate on the model's own GEMM shapes." ;;
@@ -96,8 +96,8 @@ describe() {
         prediction_cpu.txt) echo "Step time on this CPU predicted by T(1)/min(t, cores) + the step's collectives in the alpha-beta model (stage 02's ring fit for np = t), beside the measured median: ms, and measured / predicted." ;;
         prediction_links.txt) echo "An illustration, not a measurement: one GPT-3-175B-sized layer split over t = 1..64 GPUs at an assumed 400 TFLOP/s, its 4 all-reduces over NVLink (450 GB/s, 2 µs) or InfiniBand NDR (50 GB/s, 5 µs): compute, communication and step ms, speed-up, efficiency, communication share." ;;
         demo_1f1b.log) echo "The stage-05 demo's log: 1F1B on 2 pipeline stages, 8 micro-batches of 2 sequences, trains the small GPT (loss, ms, tokens/s, memory per category; every rank's MEM line)." ;;
-        bubble.txt) echo "The pipeline bubble, (step − busy) / busy, against the micro-batches m at p = 2 for GPipe, 1F1B, interleaved (v = 2) and zb-h1, from the trace of each run's last step: median of the rounds (min, max), the formula, pp_sim on the trace's per-stage medians, the ratios, the per-stage times tF, tB, tW (ms) and where the idle time went (waits for messages, before the first and after the last compute, between actions)." ;;
-        bubble_runs.txt) echo "Every run of the bubble sweep: schedule, m, round, step (ms), bubble, idle in waits / at the edges / between actions (ms), tF, tB, tW (ms), pp_sim's bubble and the formula." ;;
+        bubble.txt) echo "The pipeline bubble, (step − busy) / busy of the busiest rank, against the micro-batches m at p = 2 for GPipe, 1F1B, interleaved (v = 2) and zb-h1, from the trace of each run's last step: median of the rounds (min, max), the formula, pp_sim on the trace's per-stage medians, the ratios, the per-stage times tF, tB, tW (ms) and where the idle time went (waits for messages, before the first and after the last compute, between actions); the mean rank's idle share, the stages' imbalance and pp_sim's idle." ;;
+        bubble_runs.txt) echo "Every run of the bubble sweep: schedule, m, round, step (ms), bubble, idle in waits / at the edges / between actions (ms), tF, tB, tW (ms), pp_sim's bubble and the formula, the mean rank's idle share, the imbalance, pp_sim's idle." ;;
         sim_bubble.txt) echo "Simulated (build/pp_sim), not measured: the bubble at p = 4 and 8 against m for every schedule, the measured model cut into p equal stages, beside the formula; step (ms) and the per-stage times used." ;;
         gantt.txt) echo "The Gantt charts' data (gantt/*.dat): per schedule, measured at p = 2 and simulated at p = 2 and 4 (m = 8): step (ms) and bubble." ;;
         *.dat) echo "Plot data (columns as in its first lines)." ;;
@@ -260,9 +260,10 @@ summary_05() {
     if [ -f "$g" ]; then
         # rows "target config measured reference ratio goal verdict rounds_met per_round"
         awk -v src="$(short "$1")" '
-            !/^#/ && $1 == "bubble" {nb++; split($2, c, "-")
-                printf "| 05 | pipeline bubble, %s, p = 2, m = 8, against (p−1)/m = %s (the median of the rounds) | %.3f = **%.2f×** the formula (met in %s rounds) | within 10 %% | %s | %s |\n",
-                       c[1] == "gpipe" ? "GPipe" : "1F1B", $4, $3, $5, $8, $7 == "met" ? "met" : "**MISSED**", src}
+            !/^#/ && $1 == "bubble" {nb++; s = $2; sub(/-p[0-9]+-m[0-9]+$/, "", s)
+                name = s == "gpipe" ? "GPipe" : s == "1f1b" ? "1F1B" : s == "zb-h1" ? "ZB-H1" : s
+                printf "| 05 | pipeline bubble (step − busiest rank) / busiest, %s, p = 2, m = 8, against its formula %s (the median of the rounds) | %.3f = **%.2f×** the formula (met in %s rounds) | within 10 %% | %s | %s |\n",
+                       name, $4, $3, $5, $8, $7 == "met" ? "met" : "**MISSED**", src}
             !/^#/ && $1 == "memory" {nm++; if ($7 != "met") bad++; x = x (x == "" ? "" : ", ") sprintf("%s %.3f", substr($2, 6), $5)}
             END {
                 if (!nb) printf "| 05 | pipeline bubble vs (p−1)/m | no bubble rows in target.txt | within 10 %% | **MISSED** | %s |\n", src

@@ -148,3 +148,48 @@ run pp-memory-calc-1f1b-p4 s5_memory_calc 4 1f1b
 # The 3-D mesh with ZeRO-1 over its data-parallel dimension (2 x 2 x 2 on 8 ranks).
 run pp-1f1b-p2-t2-dp2-zero1 "$BUILD/tests/test_pp" --np 8 --tp 2 --dp 2 --zero1 --schedule 1f1b \
     --timeout 20
+
+# The simulator (build/pp_sim, which the benchmark compares the measured bubble with)
+# against the formulas: equal stages, no message time, three (tF, tB, tW) with
+# tW <= min(tF, tB), p = 2..8; GPipe and 1F1B (p-1)/m at every m; interleaved (v = 2)
+# (p-1)/(v m) where m is a multiple of p; ZB-H1 (p-1)(tF+tB-tW)/(m(tF+tB+tW)) for
+# m >= p. The times are multiples of 1/4: every sum is exact, so 1e-6 is the printing's.
+s5_sim_formula() {  # s5_sim_formula SCHEDULE
+    local s=$1 p m t bad="" n=0 line
+    for p in 2 3 4 8; do
+        for m in 1 2 3 4 8 12 16 32; do
+            [ "$s" != interleaved ] || [ $((m % p)) = 0 ] || continue
+            [ "$s" != zb-h1 ] || [ "$m" -ge "$p" ] || continue
+            for t in "1 1 1" "1 2 0.5" "2 1.5 1"; do
+                set -- $t
+                line=$("$BUILD/pp_sim" --pp "$p" --schedule "$s" --microbatches "$m" --tf "$1" --tb "$2" \
+                    --tw "$3" | grep '^RESULT') || { bad="$bad; p $p m $m: pp_sim failed"; continue; }
+                n=$((n + 1))
+                bad=$bad$(awk -v d="p $p m $m t $t" '{for (i = 3; i <= NF; i++) {split($i, a, "="); f[a[1]] = a[2]}
+                    e = f["bubble"] - f["formula"]; if (e < -1e-6 || e > 1e-6 || f["idle"] != f["bubble"])
+                        printf "; %s: bubble %s idle %s, formula %s", d, f["bubble"], f["idle"], f["formula"]}' <<<"$line")
+            done
+        done
+    done
+    if [ -z "$bad" ] && [ "$n" -gt 0 ]; then echo "PASS pp.sim.formula.$s  $n configurations: bubble = idle = the formula"
+    else echo "FAIL pp.sim.formula.$s  ${bad#; }"; fi
+}
+for s in gpipe 1f1b interleaved zb-h1; do run "pp-sim-formula-$s" s5_sim_formula "$s"; done
+# Unequal stages (p = 2, stage 1 10 % slower, m = 8): the bubble is the fill and
+# drain over the slowest stage's work, (tF0+tB0) / (m (tF1+tB1)) = 3/26.4; the faster
+# rank also waits m (0.3) for the slower one, which idle counts and the bubble does not.
+s5_sim_unequal() {
+    local s line bad=""
+    for s in gpipe 1f1b; do
+        line=$("$BUILD/pp_sim" --pp 2 --schedule "$s" --microbatches 8 --tf 1,1.1 --tb 2,2.2 --tw 0 | grep '^RESULT')
+        bad=$bad$(awk -v s="$s" '{for (i = 3; i <= NF; i++) {split($i, a, "="); f[a[1]] = a[2]}
+            want_b = 3 / 26.4; want_i = (5.4 / 24 + 3 / 26.4) / 2
+            if (f["step"] != 29.4 || (f["bubble"] - want_b)^2 > 1e-12 || (f["idle"] - want_i)^2 > 1e-12 ||
+                (f["imbalance"] - 0.1)^2 > 1e-12)
+                printf "; %s: step %s bubble %s idle %s imbalance %s (want 29.4, %.6f, %.6f, 0.1)", s, f["step"],
+                       f["bubble"], f["idle"], f["imbalance"], want_b, want_i}' <<<"$line")
+    done
+    if [ -z "$bad" ]; then echo "PASS pp.sim.unequal_stages  GPipe and 1F1B: step 29.4, bubble 3/26.4, idle and imbalance as derived"
+    else echo "FAIL pp.sim.unequal_stages  ${bad#; }"; fi
+}
+run pp-sim-unequal s5_sim_unequal
