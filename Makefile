@@ -80,7 +80,7 @@ endif
 # probe's meaning (cuda_probe.c: skip or fail, which GPU a rank takes) is C, in
 # every build.
 CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_split ops_cuda_precision comm_cuda comm_cuda_nccl \
-             comm_cuda_ipc cuda_query comm_cuda_p2p gpu_clock
+             comm_cuda_ipc cuda_query comm_cuda_p2p comm_cuda_p2p_nccl gpu_clock
 CUDA_OBJS := $(CUDA_SRCS:%=$(BUILD)/common/%.o)
 CORE_OBJS += $(BUILD)/common/cuda_probe.o
 ifneq ($(NVCC),)

@@ -223,3 +223,158 @@ out:
     free(sent_count); free(recv_count); free(pc);
     return rc;
 }
+
+// ---------------------------------------------------------------- serialized groups
+//
+// sched_check_serialized (schedule.h): the engine's walk again, under NCCL's rules.
+// A rank's sends and receives join its open group as it reaches them; at a wait
+// (a compute that needs a message, a backward that releases its micro-batch's
+// sent activation, the end of the step) the open group goes out. Groups run one at
+// a time per rank, oldest first. A message is done when its send and its receive
+// are both in the oldest unfinished group of their rank; a group is done when all
+// its messages are, and a wait sees a message complete only with its whole group
+// (one event follows the group). Posting receives earlier does not help: a group
+// holding a receive whose sender is not there yet holds up everything behind it.
+
+// The next action from i on where rank s will wait (schedule.h's rules), or n.
+static int next_wait(const PPSchedule *S, int s, int i) {
+    for (; i < S->n[s]; i++) {
+        const PPAction *a = &S->acts[s][i];
+        int first = pp_is_first(S, s, a->chunk), last = pp_is_last(S, s, a->chunk);
+        if (a->op == PP_FORWARD && !first) return i;
+        if ((a->op == PP_BACKWARD || a->op == PP_BACKWARD_INPUT) && !last) return i;
+        if ((a->op == PP_BACKWARD || a->op == PP_BACKWARD_WEIGHT) && !last) return i;
+    }
+    return S->n[s];
+}
+
+int sched_check_serialized(const PPSchedule *S, char *err, size_t n) {
+    if (sched_check(S, err, n)) return -1;
+    int p = S->p, v = S->v, rc = -1;
+    size_t total = first_action(S, p), cells = (size_t)S->m * v;
+    int *partner = malloc((total + 1) * sizeof *partner), *gidx = malloc((total + 1) * sizeof *gidx);
+    int *done = calloc(total + 1, sizeof *done), *send_of = malloc((total + 1) * sizeof *send_of);
+    // Per rank: its posted messages in order (mem, global indices), group g being
+    // mem[gs[g] .. gs[g + 1]); nq groups closed, the open one is number nq.
+    int *mem = malloc((total + 1) * sizeof *mem), *gs = malloc((total + 2 * (size_t)p + 1) * sizeof *gs);
+    int *nmem = calloc((size_t)p + 1, sizeof *nmem), *nq = calloc((size_t)p + 1, sizeof *nq);
+    int *head = calloc((size_t)p + 1, sizeof *head), *pc = calloc((size_t)p + 1, sizeof *pc);
+    int *where = malloc(((size_t)p * 3 * cells + 1) * sizeof *where);  // a cell's RA, RG, SA
+    CHECK(partner && gidx && done && send_of && mem && gs && nmem && nq && head && pc && where,
+          "out of memory");
+    for (size_t i = 0; i < (size_t)p * 3 * cells; i++) where[i] = -1;
+    for (int s = 0; s < p; s++) gs[first_action(S, s) + 2 * s] = 0;
+    for (int s = 0; s < p; s++)
+        for (int i = 0; i < S->n[s]; i++) {
+            const PPAction *a = &S->acts[s][i];
+            size_t k = first_action(S, s) + i, cell = (size_t)a->mb * v + a->chunk;
+            partner[k] = gidx[k] = -1;
+            if (a->op == PP_RECV_ACT) where[((size_t)s * 3 + 0) * cells + cell] = (int)k;
+            if (a->op == PP_RECV_GRAD) where[((size_t)s * 3 + 1) * cells + cell] = (int)k;
+            if (a->op == PP_SEND_ACT) where[((size_t)s * 3 + 2) * cells + cell] = (int)k;
+        }
+    // sched_check proved each channel's sends and receives in the same order: pair
+    // the j-th send from a to b with the j-th receive of b from a.
+    for (int a = 0; a < p; a++)
+        for (int b = 0; b < p; b++) {
+            int ns = 0, nr = 0, r, c;
+            for (int i = 0; i < S->n[a]; i++)
+                if (is_send(S->acts[a][i].op) && (other_end(S, a, &S->acts[a][i], &r, &c), r == b))
+                    send_of[ns++] = (int)(first_action(S, a) + i);
+            for (int j = 0; j < S->n[b]; j++)
+                if (is_recv(S->acts[b][j].op) && (other_end(S, b, &S->acts[b][j], &r, &c), r == a)) {
+                    int k = (int)(first_action(S, b) + j);
+                    partner[k] = send_of[nr];
+                    partner[send_of[nr++]] = k;
+                }
+        }
+#define GS(s, g) gs[first_action(S, s) + 2 * (size_t)(s) + (size_t)(g)]
+    char what[160], other[160];
+    for (;;) {
+        int moved = 0, left = 0;
+        for (int s = 0; s < p; s++) {
+            size_t base = first_action(S, s);
+            while (pc[s] <= S->n[s]) {
+                int i = pc[s];
+                if (i < S->n[s] && (is_send(S->acts[s][i].op) || is_recv(S->acts[s][i].op))) {
+                    gidx[base + i] = nq[s];  // joins the open group
+                    mem[base + nmem[s]++] = (int)base + i;
+                    pc[s]++;
+                    moved = 1;
+                    continue;
+                }
+                int wait = i == S->n[s] || next_wait(S, s, i) == i;
+                if (wait && nmem[s] > GS(s, nq[s])) {  // the open group goes out
+                    GS(s, ++nq[s]) = nmem[s];
+                    moved = 1;
+                }
+                if (i == S->n[s]) break;  // the end: waits below for the queue to empty
+                if (wait) {
+                    const PPAction *a = &S->acts[s][i];
+                    size_t cell = (size_t)a->mb * v + a->chunk;
+                    int last = pp_is_last(S, s, a->chunk), need = -1, after = -1;
+                    if (a->op == PP_FORWARD) need = where[((size_t)s * 3 + 0) * cells + cell];
+                    if ((a->op == PP_BACKWARD || a->op == PP_BACKWARD_INPUT) && !last)
+                        need = where[((size_t)s * 3 + 1) * cells + cell];
+                    if ((a->op == PP_BACKWARD || a->op == PP_BACKWARD_WEIGHT) && !last)
+                        after = where[((size_t)s * 3 + 2) * cells + cell];
+                    // A message is seen complete with its whole group.
+                    if (need >= 0 && !(gidx[need] >= 0 && gidx[need] < head[s])) break;
+                    if (after >= 0 && !(gidx[after] >= 0 && gidx[after] < head[s])) break;
+                }
+                pc[s]++;
+                moved = 1;
+            }
+            // The oldest group: a message whose two ends are both in their rank's
+            // oldest group is done; the group, once all of its are.
+            while (head[s] < nq[s]) {
+                int all = 1;
+                for (int j = GS(s, head[s]); j < GS(s, head[s] + 1); j++) {
+                    int k = mem[base + j], o = partner[k], r = 0;
+                    if (done[k]) continue;
+                    while (r + 1 < p && (size_t)o >= first_action(S, r + 1)) r++;
+                    if (gidx[o] >= 0 && gidx[o] == head[r] && head[r] < nq[r]) {
+                        done[k] = done[o] = 1;
+                        moved = 1;
+                    } else {
+                        all = 0;
+                    }
+                }
+                if (!all) break;
+                head[s]++;
+                moved = 1;
+            }
+            left += pc[s] < S->n[s] || head[s] < nq[s];
+        }
+        if (!left) break;
+        if (moved) continue;
+        // Stuck: the first rank whose oldest group waits, and where its peer is.
+        for (int s = 0; s < p; s++) {
+            if (head[s] == nq[s]) continue;
+            for (int j = GS(s, head[s]); j < GS(s, head[s] + 1); j++) {
+                int k = mem[first_action(S, s) + j], o = partner[k], r = 0;
+                if (done[k]) continue;
+                while (r + 1 < p && (size_t)o >= first_action(S, r + 1)) r++;
+                int i = k - (int)first_action(S, s), oi = o - (int)first_action(S, r);
+                pp_action_str(S, s, &S->acts[s][i], what, sizeof what);
+                pp_action_str(S, r, &S->acts[r][oi], other, sizeof other);
+                if (gidx[o] >= 0)
+                    FAIL("deadlock when each rank's messages run in posting order (NCCL): rank "
+                         "%d's oldest group of messages holds action %d (%s), which waits for "
+                         "rank %d's action %d (%s), in a later group of rank %d's", s, i, what, r,
+                         oi, other, r);
+                FAIL("deadlock when each rank's messages run in posting order (NCCL): rank %d's "
+                     "oldest group of messages holds action %d (%s), which waits for rank %d's "
+                     "action %d (%s), not yet posted: rank %d waits at its action %d", s, i, what,
+                     r, oi, other, r, pc[r]);
+            }
+        }
+        FAIL("deadlock when each rank's messages run in posting order (NCCL)");
+    }
+    rc = 0;
+#undef GS
+out:
+    free(partner); free(gidx); free(done); free(send_of); free(mem); free(gs); free(nmem);
+    free(nq); free(head); free(pc); free(where);
+    return rc;
+}

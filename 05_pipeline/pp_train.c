@@ -103,11 +103,23 @@ int main(int argc, char **argv) {
              cfg.n_head, cfg.seq_len, cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.seed, a.data,
              a.device);
     comm_check_same_config(c, conf);
-    // CUDA IPC maps another process's memory: only processes of one machine can.
-    if (dev == DEV_CUDA && pp > 1 && comm_local_size(c) < comm_size(c))
-        DIE("--device cuda --pp %d: the pipeline's GPU messages go over CUDA IPC, between the "
-            "processes of one machine, and these %d ranks span machines (%d on this one); "
-            "point to point over NCCL is not written yet", pp, comm_size(c), comm_local_size(c));
+    // The pipeline's GPU messages: over NCCL when every rank has a GPU of its own
+    // (GPU_AUTO), over CUDA IPC when ranks share one. NCCL runs each rank's messages
+    // in posting order (comm_cuda_p2p_nccl.cu), so the schedule must finish under
+    // that rule too; one that cannot stays on CUDA IPC, which only the processes
+    // of one machine can use.
+    GpuAlgo pp_want = GPU_AUTO;
+    if (dev == DEV_CUDA && pp > 1 && sched_check_serialized(S, err, sizeof err)) {
+        if (comm_local_size(c) < comm_size(c))
+            DIE("--device cuda --pp %d across machines: the pipeline's GPU messages go over "
+                "NCCL, which runs each rank's messages in the order they were posted, and the "
+                "%s schedule cannot finish that way: %s. GPipe, 1F1B and zb-h1 can", pp, sched,
+                err);
+        pp_want = GPU_IPC;
+        if (comm_rank(c) == 0)
+            log_info("the %s schedule cannot run over NCCL (its messages would deadlock in "
+                     "posting order): the pipeline's GPU messages go over CUDA IPC", sched);
+    }
 
     Ctx ctx;
     if (dev == DEV_CUDA)
@@ -120,11 +132,14 @@ int main(int argc, char **argv) {
     Group dpg, tpg, ppg;
     comm_mesh(c, dp, tp, pp, &dpg, &tpg, &ppg);
     // On GPUs each group gets its GpuComm (collectives over its members, in the
-    // same order everywhere): the pipeline's over CUDA IPC, which its point-to-point
-    // messages need; TP's and DP's NCCL where every rank has a GPU of its own.
+    // same order everywhere): the pipeline's for its point-to-point messages, TP's
+    // and DP's; NCCL where every rank has a GPU of its own, CUDA IPC where not.
     GpuComm *gpp = NULL, *gtp = NULL, *gdp = NULL;
     if (dev == DEV_CUDA) {
-        if (pp > 1) gpp = gpu_comm_new(c, &ppg, &ctx, GPU_IPC);
+        if (pp > 1) {
+            gpp = gpu_comm_new(c, &ppg, &ctx, pp_want);
+            gpu_p2p_prepare(gpp);
+        }
         if (tp > 1) gtp = gpu_comm_new(c, &tpg, &ctx, GPU_AUTO);
         if (dp > 1) gdp = gpu_comm_new(c, &dpg, &ctx, GPU_AUTO);
     }

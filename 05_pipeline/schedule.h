@@ -94,6 +94,17 @@ void pp_action_str(const PPSchedule *S, int s, const PPAction *a, char *buf, siz
 // Otherwise -1, with the first problem named in err.
 int sched_check(const PPSchedule *S, char *err, size_t n);
 
+// The same proof for a transport that runs each rank's messages in posting order,
+// a group at a time (NCCL point to point: operations on one communicator are
+// serialized, and a group's sends and receives progress together). The engine
+// posts the sends and receives between two computes as one group. A message then
+// completes only when the groups holding its send and its receive are both the
+// oldest unfinished group of their rank; a compute waits for its message's
+// completion, and the backward that releases a micro-batch for its activation's
+// send. 0 if every rank gets to its end under those rules (after sched_check's
+// passes); otherwise -1 and the first stuck ranks named in err.
+int sched_check_serialized(const PPSchedule *S, char *err, size_t n);
+
 // The most micro-batches whose activations rank s holds at once (forwarded, not
 // yet backwarded, or with a weight pass still to come): what its activation
 // memory is proportional to.

@@ -30,7 +30,7 @@
 // it asks in a child process) or gpu_check_launch.
 //
 // Point to point on device buffers (stage 05's pipeline) rides on the same
-// object: gpu_isend / gpu_irecv below, over CUDA IPC.
+// object: gpu_isend / gpu_irecv below, over CUDA IPC or NCCL.
 //
 // The code: comm_cuda.cu (the object, waiting, placement, the API),
 // comm_cuda_nccl.cu, comm_cuda_ipc.cu, comm_cuda_p2p.cu (point to point),
@@ -129,13 +129,24 @@ int gpu_is_device_pointer(const void *p);
 // ---- point to point on device buffers (stage 05's pipeline) ----
 //
 // One member's device buffer to another's, posted without blocking and finished
-// by gpu_test / gpu_wait: comm_isend / comm_irecv (comm.h) for GPU memory. Over
+// by gpu_test / gpu_wait: comm_isend / comm_irecv (comm.h) for GPU memory. Two
+// transports, as gc chose:
+//
 // CUDA IPC (ranks sharing a GPU, or the GPUs of one machine: create gc with
 // GPU_IPC). Every member keeps one OUTBOX per peer it sends to, a device buffer
 // that the peer maps once; a send is copied into it on the GPU, small host
 // messages say READY (the outbox holds message k) and TAKEN (the receiver has
 // copied it out: the outbox may be reused). The protocol, and why no message is
-// read half-written or overwritten while read: comm_cuda_p2p.cu.
+// read half-written or overwritten while read: comm_cuda_p2p.cu. Each message
+// moves by itself, as host messages do.
+//
+// NCCL (one process per GPU, across machines too). Messages posted since the
+// last wait go out together, as one NCCL group, at the next gpu_wait or
+// gpu_wait_first (gpu_test does not send them out); each rank's groups then run
+// in the order they went out, and a message completes with its whole group.
+// Which schedules can finish that way is the caller's to prove (stage 05's
+// sched_check_serialized); comm_cuda_p2p_nccl.cu says why. Every member calls
+// gpu_p2p_prepare before its first message.
 //
 // Ordering with the compute: a send reads buf after the work queued on the
 // compute stream before gpu_isend (the kernels that wrote it); a receive writes
@@ -149,9 +160,14 @@ int gpu_is_device_pointer(const void *p);
 // receiver has TAKEN it — like a host message larger than the transport's
 // channel — so post the receives before waiting for the sends. No GPU collective
 // may run on gc while point-to-point messages are in flight (they share its host
-// channel). Over NCCL (one process per GPU, across machines) point to point is
-// not written yet: gpu_isend and gpu_irecv stop, saying so.
+// channel, or its NCCL communicator). Over NCCL the sizes cannot be checked: a
+// receive's must equal its send's.
 typedef struct GpuRequest GpuRequest;
+// Collective over gc's group, before any member's first message: over NCCL,
+// connects each member to its ring neighbours (the members a pipeline talks to;
+// NCCL connects two ranks at their first message, which both must reach at
+// once); over CUDA IPC nothing.
+void gpu_p2p_prepare(GpuComm *gc);
 GpuRequest *gpu_isend(GpuComm *gc, int peer, const void *buf, size_t bytes);
 GpuRequest *gpu_irecv(GpuComm *gc, int peer, void *buf, size_t bytes);
 // Moves r along without blocking (the GPU's copies, the host messages); 1 when

@@ -129,6 +129,11 @@ void gpu_wait_first(GpuComm *gc, GpuRequest **reqs, int n) {
     NO_CUDA;
 }
 
+void gpu_p2p_prepare(GpuComm *gc) {
+    (void)gc;
+    NO_CUDA;
+}
+
 GpuClock *gpu_clock_new(Ctx *ctx) {
     (void)ctx;
     NO_CUDA;

@@ -6,7 +6,8 @@
 //   comm_cuda_ipc.cu   our ring over CUDA IPC: the add kernels, exported
 //                      outboxes and the ring protocol (described there);
 //   comm_cuda_p2p.cu   point to point over CUDA IPC: an outbox per peer,
-//                      READY / TAKEN handshakes (described there).
+//                      READY / TAKEN handshakes (described there);
+//   comm_cuda_p2p_nccl.cu  point to point over NCCL, in groups (described there).
 //
 // Every piece of GPU work goes on the rank's one stream (the CUDA backend's), so
 // it runs after the kernels that produced the data, with no extra sync; and
@@ -44,6 +45,7 @@ struct GpuComm {
     struct GpuP2P *p2p;
     // NCCL (comm_cuda_nccl.cu)
     ncclComm_t nccl;
+    void *nccl_p2p;                         // point to point over NCCL (comm_cuda_p2p_nccl.cu)
     unsigned char *pad;                     // layout staging for uneven shards (NCCL wants equal)
     size_t pad_bytes;
 };

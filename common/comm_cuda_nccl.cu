@@ -8,7 +8,7 @@
 // shards, so reduce-scatter and all-gather of a count that the group size does
 // not divide go through a padded copy (shard_range's uneven shards placed at
 // equal strides).
-#include "comm_cuda_internal.cuh"
+#include "comm_cuda_p2p.cuh"
 #include "timer.h"
 
 // Blocks until NCCL's state leaves "in progress". A nonblocking communicator
@@ -178,6 +178,7 @@ void nccl_all_gather_v(GpuComm *gc, void *buf, size_t count, const Spans *sp, DT
 }
 
 void nccl_free(GpuComm *gc) {
+    nccl_p2p_free(gc);  // its stream, before the communicator goes
     if (gc->nccl) {
         nccl_settle(gc, ncclCommFinalize(gc->nccl), "ncclCommFinalize");
         NCCL_CHECK(ncclCommDestroy(gc->nccl));

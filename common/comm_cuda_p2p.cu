@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_cuda_internal.cuh"
+#include "comm_cuda_p2p.cuh"
 #include "timer.h"
 
 // ================================================================ 1. the protocol
@@ -63,36 +63,7 @@
 // meets one. Control messages are not payload: they are taken back out of the
 // counters, as the ring's handshakes are; the payload counts as point-to-point.
 
-enum { P2P_READY = 1, P2P_TAKEN = 2 };
-typedef struct {
-    uint32_t tag;               // P2P_READY or P2P_TAKEN
-    uint32_t gen;               // READY: the outbox generation holding the message;
-                                // TAKEN: the generation the receiver maps
-    uint64_t seq;               // the message's number on its channel
-    uint64_t bytes;
-    cudaIpcMemHandle_t handle;  // READY: the outbox (a new generation is mapped from it)
-} Ctl;
-
-// A request's steps. A send: QUEUED (behind earlier sends to the peer), COPYING
-// (into the outbox), ANNOUNCED (READY sent, TAKEN awaited). A receive: QUEUED
-// (behind earlier receives, or READY awaited), COPYING (out of the peer's
-// outbox), ACKING (TAKEN on its way). Then DONE.
-enum { ST_QUEUED = 0, ST_COPYING, ST_ANNOUNCED, ST_ACKING, ST_DONE };
-
-struct GpuRequest {
-    int is_send, peer;         // peer: a member of the group
-    unsigned char *buf;
-    size_t bytes;
-    uint64_t seq;              // its number on its channel
-    int state;
-    int taken;                 // a send: its TAKEN has arrived
-    cudaEvent_t after;         // on the compute stream when it was posted
-    cudaEvent_t copied;        // on the copy's stream after the copy
-    CommRequest *ctl;          // its READY (send) or TAKEN (receive) until the host has sent it
-    Ctl msg;                   // ... and that message (the host transport reads it until then)
-    GpuRequest *next;          // the next request of its channel's queue
-    int complete;
-};
+// The control messages and the requests: comm_cuda_p2p.cuh.
 
 // ================================================================ 2. channels
 
@@ -388,24 +359,14 @@ static GpuRequest *post(GpuComm *gc, int is_send, int peer, void *buf, size_t by
     const char *what = is_send ? "gpu_isend" : "gpu_irecv";
     CHECK(gc, "%s: no GpuComm (gpu_comm_new)", what);
     const Group *g = gc->g;
-    CHECK(gc->algo == GPU_IPC, "%s on group %s: point to point on GPU buffers over NCCL is not "
-          "written yet (%s); ranks of one machine can use CUDA IPC (create the GpuComm with "
-          "GPU_IPC)", what, g->name, gc->desc);
     CHECK(peer >= 0 && peer < g->size && peer != g->rank, "%s on group %s: peer %d is not another "
           "member of the %d-rank group", what, g->name, peer, g->size);
     CHECK(buf || bytes == 0, "%s on group %s: NULL buffer of %zu bytes", what, g->name, bytes);
+    if (gc->algo == GPU_NCCL) return nccl_p2p_post(gc, is_send, peer, buf, bytes);
     GpuP2P *s = p2p_state(gc);
     Chan *ch = &s->ch[peer];
-    GpuRequest *r = (GpuRequest *)calloc(1, sizeof *r);
-    CHECK(r, "out of host memory");
-    r->is_send = is_send;
-    r->peer = peer;
-    r->buf = (unsigned char *)buf;
-    r->bytes = bytes;
-    r->seq = is_send ? ch->n_sends++ : ch->n_recvs++;
-    CUDA_CHECK(cudaEventCreateWithFlags(&r->after, cudaEventDisableTiming));
+    GpuRequest *r = p2p_request(gc, is_send, peer, buf, bytes, is_send ? ch->n_sends++ : ch->n_recvs++);
     CUDA_CHECK(cudaEventCreateWithFlags(&r->copied, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventRecord(r->after, s->compute));
     GpuRequest **head = is_send ? &ch->sends : &ch->recvs;
     GpuRequest **tail = is_send ? &ch->sends_tail : &ch->recvs_tail;
     if (*tail) (*tail)->next = r;
@@ -427,6 +388,7 @@ extern "C" GpuRequest *gpu_irecv(GpuComm *gc, int peer, void *buf, size_t bytes)
 }
 
 extern "C" int gpu_test(GpuComm *gc, GpuRequest *r) {
+    if (gc->algo == GPU_NCCL) return nccl_p2p_test(gc, r);
     if (!r->complete) chan_progress(gc, r->peer);
     return r->complete;
 }
@@ -468,13 +430,21 @@ static void wait_for(GpuComm *gc, GpuRequest **reqs, int n, int need) {
 }
 
 extern "C" void gpu_wait(GpuComm *gc, GpuRequest **reqs, int n) {
+    if (gc->algo == GPU_NCCL) return nccl_p2p_wait(gc, reqs, n, n);
     wait_for(gc, reqs, n, n);
     for (int i = 0; i < n; i++) free_request(reqs[i]);
 }
 
 extern "C" void gpu_wait_first(GpuComm *gc, GpuRequest **reqs, int n) {
+    if (gc->algo == GPU_NCCL) return nccl_p2p_wait(gc, reqs, n, n > 0 ? 1 : 0);
     wait_for(gc, reqs, n, n > 0 ? 1 : 0);
     if (n > 0) free_request(reqs[0]);
+}
+
+// Over NCCL nothing needs connecting up front beyond what nccl_p2p_prepare does;
+// over CUDA IPC the first message to a peer sets its channel up.
+extern "C" void gpu_p2p_prepare(GpuComm *gc) {
+    if (gc && gc->algo == GPU_NCCL) nccl_p2p_prepare(gc);
 }
 
 // The teardown (from ipc_free, a collective): every message must be complete.

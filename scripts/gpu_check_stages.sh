@@ -63,7 +63,7 @@ PY
     echo "$tr"
     case "$tr" in PASS*) ;; *) bad=$((bad + 1)) ;; esac
     fig "worst rel_err $worst (tol $tol) over gpipe, 1f1b, zb-h1, interleaved, +ZeRO-1 dp2, +TP2 at" \
-        "p=2 on cuda (CUDA IPC); $bad failed; trace: ${tr#* pp.cuda.trace  }"
+        "p=2 on cuda (CUDA IPC where ranks share a GPU, NCCL where each has its own); $bad failed; trace: ${tr#* pp.cuda.trace  }"
     [ "$bad" -eq 0 ]
 }
 

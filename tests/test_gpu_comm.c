@@ -174,7 +174,7 @@ static void p2p_fill(unsigned char *b, size_t n, int from, int to, int d, int k)
     for (size_t i = 0; i < n; i++) b[i] = (unsigned char)rng_u64(&rng);
 }
 
-static void test_p2p(Env *e, GpuComm *gc) {
+static void test_p2p(Env *e, GpuComm *gc, const char *how) {
     int p = e->g->size, r = e->g->rank, nbr[2] = {(r + 1) % p, (r + p - 1) % p};
     // [d][k]: direction d = 0 to the right / from the left, 1 the other way.
     void *out[2][P2P_K], *in[2][P2P_K];
@@ -230,10 +230,10 @@ static void test_p2p(Env *e, GpuComm *gc) {
                    (cnt[COLL_P2P].bytes_recv - before.bytes_recv != got) +
                    (cnt[COLL_P2P].calls - before.calls != 2 * P2P_K);
     char name[96];
-    snprintf(name, sizeof name, "gpu.p2p.bitwise.np%d", p);
+    snprintf(name, sizeof name, "gpu.p2p%s%s.bitwise.np%d", *how ? "." : "", how, p);
     verdict(e, name, wrong, "messages differ (each rank to both neighbours, 0 B to 5 MiB, random "
             "bytes, the outbox grown twice)");
-    snprintf(name, sizeof name, "gpu.p2p.counters.np%d", p);
+    snprintf(name, sizeof name, "gpu.p2p%s%s.counters.np%d", *how ? "." : "", how, p);
     verdict(e, name, counted, "(rank, counter) pairs other than the payload (sent, received, "
             "sends)");
 }
@@ -249,8 +249,17 @@ static void test_nccl(Env *e, GpuComm *nccl, int shared) {
                shared ? "share" : "do not share", gpu_algo_name(got), gpu_comm_describe(nccl));
         fflush(stdout);
     }
-    if (got == GPU_NCCL) test_exact(e, nccl, "nccl");
-    else if (e->g->rank == 0) printf("SKIP gpu.nccl.*.np%d: ranks share a GPU\n", e->g->size);
+    if (got == GPU_NCCL) {
+        test_exact(e, nccl, "nccl");
+        // Point to point over NCCL (comm_cuda_p2p_nccl.cu): the same messages as
+        // over CUDA IPC, sent out as one group by the first wait.
+        if (e->g->size > 1) {
+            gpu_p2p_prepare(nccl);
+            test_p2p(e, nccl, "nccl");
+        }
+    } else if (e->g->rank == 0) {
+        printf("SKIP gpu.nccl.*.np%d: ranks share a GPU\n", e->g->size);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -287,7 +296,7 @@ int main(int argc, char **argv) {
     if (ipc) {
         test_exact(&e, ipc, "ipc");
         test_ipc_equals_host_ring(&e, ipc);
-        if (np > 1) test_p2p(&e, ipc);
+        if (np > 1) test_p2p(&e, ipc, "");
         shared = gpu_comm_shared(ipc);
         gpu_comm_free(ipc);
     } else if (e.g->rank == 0) {
