@@ -106,15 +106,15 @@ int main(int argc, char **argv) {
     // The pipeline's GPU messages: over NCCL when every rank has a GPU of its own
     // (GPU_AUTO), over CUDA IPC when ranks share one. NCCL runs each rank's messages
     // in posting order (comm_cuda_p2p_nccl.cu), so the schedule must finish under
-    // that rule too; one that cannot stays on CUDA IPC, which only the processes
-    // of one machine can use.
+    // that rule too. Every reference schedule does (tests/test_pp.c); one that
+    // cannot (an interleaved generator that posts each message at its compute)
+    // stays on CUDA IPC, which only the processes of one machine can use.
     GpuAlgo pp_want = GPU_AUTO;
     if (dev == DEV_CUDA && pp > 1 && sched_check_serialized(S, err, sizeof err)) {
         if (comm_local_size(c) < comm_size(c))
             DIE("--device cuda --pp %d across machines: the pipeline's GPU messages go over "
                 "NCCL, which runs each rank's messages in the order they were posted, and the "
-                "%s schedule cannot finish that way: %s. GPipe, 1F1B and zb-h1 can", pp, sched,
-                err);
+                "%s schedule cannot finish that way: %s", pp, sched, err);
         pp_want = GPU_IPC;
         if (comm_rank(c) == 0)
             log_info("the %s schedule cannot run over NCCL (its messages would deadlock in "

@@ -12,6 +12,16 @@
 // and the backwards in the same order with the chunks reversed. Rank s warms up
 // with (p - s - 1)·2 + (v - 1)·p forwards (all m·v when m = p), then alternates
 // one forward, one backward, then cools down: Megatron-LM's order.
+//
+// The messages of a steady step go as Megatron-LM sends them, in one batch: the
+// step's two receives (the forward's input, the backward's gradient) before its
+// forward and backward, its two sends (the forward's output, the backward's
+// input gradient) after both. Over NCCL, which runs each rank's messages in the
+// order posted, that is what lets the step finish: sending each output as soon as
+// it exists, and posting each receive just before its compute, deadlocks once
+// m > p (schedule.h's sched_check_serialized finds it). The price, one backward
+// of delay on each activation, is what the warm-up's factor 2 absorbs: the
+// bubble stays (p-1)/(v·m) (build/pp_sim).
 #include "schedule.h"
 
 static void kth(const PPSchedule *S, int k, int backward, int *mb, int *chunk) {
@@ -30,11 +40,16 @@ void sched_interleaved(PPSchedule *S) {
             kth(S, k, 0, &mb, &c);
             pp_forward_with(S, s, mb, c);
         }
-        for (int i = 0; i < total - warmup; i++) {
+        for (int i = 0; i < total - warmup; i++) {  // a steady step, its messages batched
+            int bmb, bc;
             kth(S, warmup + i, 0, &mb, &c);
-            pp_forward_with(S, s, mb, c);
-            kth(S, i, 1, &mb, &c);
-            pp_backward_with(S, s, mb, c);
+            kth(S, i, 1, &bmb, &bc);
+            if (!pp_is_first(S, s, c)) pp_push(S, s, PP_RECV_ACT, mb, c);
+            if (!pp_is_last(S, s, bc)) pp_push(S, s, PP_RECV_GRAD, bmb, bc);
+            pp_push(S, s, PP_FORWARD, mb, c);
+            pp_push(S, s, PP_BACKWARD, bmb, bc);
+            if (!pp_is_last(S, s, c)) pp_push(S, s, PP_SEND_ACT, mb, c);
+            if (!pp_is_first(S, s, bc)) pp_push(S, s, PP_SEND_GRAD, bmb, bc);
         }
         for (int k = total - warmup; k < total; k++) {
             kth(S, k, 1, &mb, &c);
