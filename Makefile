@@ -42,8 +42,8 @@ EX ?=
 stage_src = $(foreach f,$1,$(if $(and $(EX),$(wildcard $(dir $f)exercises/$(notdir $f))),$(dir $f)exercises/$(notdir $f),$f))
 stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
-CORE := log dtype rng ledger flags json safetensors safetensors_json safetensors_write ctx ops_cpu \
-        model_layout model_backward model_fp8 \
+CORE := log dtype rng ledger flags json safetensors safetensors_json safetensors_write ctx ops_cpu ops_cpu_precision \
+        model_layout model_acts model_backward model_fp8 \
         model optim data perf comm launch comm_shm comm_tcp trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 # Stage 06's primitives are the core's too: every stage trains with its precisions

@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
         F_CHOICE("--optimizer", &optim, "adamw|sgd-momentum|sgd", "optimizer"),
         F_INT("--micro-batch", &micro_batch, 1, 1 << 20, "sequences per micro-batch per GPU (b)"),
         F_CHOICE("--recompute", &recompute, "none|selective|full", "activation recomputation"),
-        F_CHOICE("--precision", &precision, GPT_RECIPES, "--recipe course: stage 06's recipe as this code runs it (emulated in fp32 slots: the masters and fp8's casts are what it adds)"),
+        F_CHOICE("--precision", &precision, GPT_RECIPES, "--recipe course: stage 06's recipe as this code runs it (the masters and fp8's casts added; the layers' saved activations in 2 bytes; weights and gradients still fp32 slots)"),
         F_INT("--recompute-every", &recompute_every, 1, 1 << 20, "--recipe course, full recompute: every k-th layer (l % k == 0) recomputes"),
         F_BOOL("--sp", &sp, "sequence parallelism (with --tp > 1)"),
         F_CHOICE("--dropout", &dropout, "preset|on|off", "count 1-byte dropout masks (GPT presets: on)"),
@@ -254,6 +254,7 @@ int main(int argc, char **argv) {
     GPTRecipe prec = PREC_FP32;
     gpt_recipe_parse(precision, &prec);
     s.course_precision = prec == PREC_FP8 ? 2 : gpt_recipe_master(prec);
+    s.course_half = dtype_size(gpt_recipe_dtype(prec)) == 2;
     if (prec != PREC_FP32 && s.recipe != RECIPE_COURSE)
         flags_fail("--precision is for --recipe course (the other recipes are precisions themselves)");
     s.micro_batch = micro_batch;

@@ -100,14 +100,20 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
     double b = s->micro_batch, sq = s->seq, h = m->hidden, a = m->heads;
     double t = s->tp > 0 ? s->tp : 1, sp_div = s->sp ? t : 1;
     if (s->recipe == RECIPE_COURSE) {
-        // This code, exactly (common/model.c, gpt_alloc_acts): per token ln1, qkv (3),
+        // This code, exactly (common/model_acts.c, gpt_acts_alloc): per token ln1, qkv (3),
         // atty, res_att, ln2, fch (4), fch_gelu (4), res_mlp = 16C floats plus the mean
         // and rstd of both layernorms (4 floats), and one B x NH x T x T score matrix.
         // On one of t tensor-parallel ranks (stage 04) qkv, atty, fch, fch_gelu (12C)
         // and the heads are split t ways; ln1, res_att, ln2, res_mlp and the statistics
         // (4C + 4) only with sequence parallelism (mm_course_act_bytes says why).
-        double n = b * sq, nl = s->sp && t > 1 ? n / t : n;
-        return 4.0 * (nl * (4 * h + 4) + n * 12 * h / t + b * (a / t) * sq * sq);
+        // What one layer keeps: its output alone under full recompute; no attention
+        // matrix under selective; with a 2-byte --precision (stage 06) all but the
+        // output and the statistics in 2 bytes.
+        double n = b * sq, nl = s->sp && t > 1 ? n / t : n, att = b * (a / t) * sq * sq;
+        if (s->recompute == RECOMPUTE_FULL) return 4.0 * nl * h;
+        if (s->recompute == RECOMPUTE_SELECTIVE) att = 0;
+        if (s->course_half) return 4.0 * nl * (h + 4) + 2.0 * (nl * 3 * h + n * 12 * h / t + att);
+        return 4.0 * (nl * (4 * h + 4) + n * 12 * h / t + att);
     }
     double e = mm_act_elem_bytes(s->recipe), mask = m->dropout ? 1 : 0;
     double sbh = sq * b * h;

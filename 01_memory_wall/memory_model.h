@@ -8,7 +8,7 @@
 //                   count of an architecture, ZeRO sharding of the model states, and
 //                   activation memory (Korthikanti et al. 2022, generalised to any
 //                   element size, with or without dropout) -- plus the exact activation
-//                   layout of this course's own GPT (common/model.c, gpt_alloc_acts).
+//                   layout of this course's own GPT (common/model_acts.c, gpt_acts_alloc).
 //
 //   memory_plan.c   everything around them: presets, recipe names, the whole per-GPU
 //                   estimate (mm_estimate), the allocation-order OOM prediction, the
@@ -85,11 +85,13 @@ typedef struct {
     int microbatches;    // m: micro-batches per step per pipeline (0 = pp, enough for 1F1B)
     int gpipe;           // 1: GPipe keeps all m in flight; 0: 1F1B keeps min(p, m) on the
                          // first stage (min(p - s, m) on stage s)
-    int course_precision; // the course recipe: stage 06's --precision, which this code
-                          // emulates in fp32 slots (every tensor still 4 bytes): 1 adds
-                          // the fp32 master weights (mixed-bf16, mixed-fp16, fp8: 4 more
-                          // optimizer bytes per parameter), 2 also the fp8 casts'
-                          // workspace (fp8). 0: fp32, bf16, bf16-sr.
+    int course_precision; // the course recipe: stage 06's --precision, whose weights,
+                          // gradients and workspace this code keeps in fp32 slots (4
+                          // bytes): 1 adds the fp32 master weights (mixed-bf16,
+                          // mixed-fp16, fp8: 4 more optimizer bytes per parameter), 2
+                          // also the fp8 casts' workspace (fp8). 0: fp32, bf16, bf16-sr.
+    int course_half;      // the course recipe: 1 if the --precision stores the layers'
+                          // saved activations in 2 bytes (every recipe but fp32)
     int recompute_every; // the course recipe with full recompute: every k-th layer (l % k
                          // == 0) keeps only its output, the others everything (0, 1: all)
     int stage;           // the course recipe with pp > 1: the pipeline stage mm_estimate
@@ -195,8 +197,11 @@ int mm_stage_in_flight(const Setup *s, int stage);
 //   selective  layer - B*(NH/t)*T^2 (no attention matrix);  remat = B*(NH/t)*T^2
 //   full       Nl*C (its output) for the layers l % every == 0, the whole layer for
 //              the others;                                   remat = one whole layer
+// half = 1 (stage 06's 2-byte recipes): a layer that keeps its tensors keeps them in 2
+// bytes a value but its output and LayerNorm statistics (Nl*(C + 4) floats), and
+// computes in a shared fp32 window:                          remat = one whole layer
 double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp, int pp,
-                                 int stage, int in_flight, Recompute rc, int every);
+                                 int stage, int in_flight, Recompute rc, int every, int half);
 
 // Stage 06's fp8 recipe: its casts of a linear layer's input, weight and output
 // gradient, in fp32 slots (common/model_fp8.c, MEM_WORKSPACE), sized for the largest

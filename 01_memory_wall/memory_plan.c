@@ -47,7 +47,8 @@ static const char *const recipe_help[RECIPE_COUNT] = {
     "Megatron-LM: bf16 weights, fp32 grads, fp32 master weights and optimizer state",
     "Megatron-LM: fp16 weights and grads, fp32 main grads, master weights, optimizer state",
     "pure bf16: bf16 weights, grads and optimizer state, no fp32 master",
-    "this course's code: fp32 everything, activations as gpt_alloc_acts allocates them",
+    "this course's code: weights, gradients, optimizer in fp32 slots; activations as "
+    "gpt_alloc_acts allocates them, the layers' in 2 bytes with a 2-byte --precision",
 };
 
 const char *mm_recipe_name(Recipe r) { return r < RECIPE_COUNT ? recipe_names[r] : "?"; }
@@ -150,7 +151,7 @@ int mm_stage_in_flight(const Setup *s, int stage) {
 }
 
 double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp, int pp,
-                                 int stage, int in_flight, Recompute rc, int every) {
+                                 int stage, int in_flight, Recompute rc, int every, int half) {
     int p = pp > 0 ? pp : 1, k = every > 0 ? every : 1, l0, l1;
     mm_stage_layers(m->layers, p, stage, &l0, &l1);
     double t = tp > 0 ? tp : 1, N = (double)B * T, Nl = sp && t > 1 ? N / t : N;
@@ -158,14 +159,21 @@ double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int s
     double att = (double)B * NHl * T * T;
     double layer = Nl * (4 * C + 4) + N * 12 * Cl + att;
     double head = stage == p - 1 ? Nl * (C + 2) + N * Vl + N + (t > 1 ? 2 * N : 0) : 0;
-    double kept = 0, remat = 0;
+    double kept = 0, halves = 0, remat = 0;
     for (int l = l0; l < l1; l++) {
-        if (rc == RECOMPUTE_FULL && l % k == 0) kept += Nl * C, remat = layer;
-        else kept += rc == RECOMPUTE_SELECTIVE ? layer - att : layer;
+        if (rc == RECOMPUTE_FULL && l % k == 0) {
+            kept += Nl * C, remat = layer;
+        } else if (half) {
+            kept += Nl * (C + 4);
+            halves += Nl * 3 * C + N * 12 * Cl + (rc == RECOMPUTE_SELECTIVE ? 0 : att);
+            remat = layer;
+        } else {
+            kept += rc == RECOMPUTE_SELECTIVE ? layer - att : layer;
+        }
     }
-    if (rc == RECOMPUTE_SELECTIVE && l1 > l0) remat = att;
+    if (rc == RECOMPUTE_SELECTIVE && l1 > l0 && !half) remat = att;
     double floats = Nl * C + kept + head;  // the input, the layers, the head
-    return in_flight * (4.0 * floats + 2.0 * sizeof(int) * N) + 4.0 * remat;
+    return in_flight * (4.0 * floats + 2.0 * halves + 2.0 * sizeof(int) * N) + 4.0 * remat;
 }
 
 double mm_course_fp8_workspace_bytes(const ModelSpec *m, int B, int T) {
@@ -227,15 +235,15 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
         e.in_flight = mm_stage_in_flight(s, stage);
         e.bytes_activations = mm_course_stage_act_bytes(m, s->micro_batch, s->seq, s->tp, s->sp,
                                                         s->pp, stage, e.in_flight, s->recompute,
-                                                        s->recompute_every);
+                                                        s->recompute_every, s->course_half);
         e.bytes_workspace = mm_course_workspace_bytes(m, s->micro_batch, s->seq, s->tp, s->sp);
     } else if (have_arch) {
         e.act_per_layer = mm_act_bytes_per_layer(m, s);
         e.bytes_activations = mm_act_bytes_model(m, s);
-        if (s->recipe == RECIPE_COURSE && s->recompute != RECOMPUTE_NONE)  // stage 06's
+        if (s->recipe == RECIPE_COURSE && (s->recompute != RECOMPUTE_NONE || s->course_half))
             e.bytes_activations = mm_course_stage_act_bytes(m, s->micro_batch, s->seq, s->tp,
                                                             s->sp, 1, 0, 1, s->recompute,
-                                                            s->recompute_every);
+                                                            s->recompute_every, s->course_half);
         e.layers_per_stage = mm_layers_per_stage(m, s);
         e.in_flight = mm_in_flight(s);
         if (s->recipe == RECIPE_COURSE)

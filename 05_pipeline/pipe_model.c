@@ -83,6 +83,7 @@ static float pipe_micro_batches(GPT *g, const int *tokens, const int *targets, i
         for (int c = 1; c < P->v; c++) {
             gpt_set_recompute(P->model[c], g->recompute, g->recompute_every);
             gpt_set_precision(P->model[c], g->prec.recipe, g->prec.seed);
+            gpt_set_acts_fp32(P->model[c], g->acts_fp32);
         }
         for (int c = 0; c < P->v; c++) gpt_alloc_workspace(P->model[c], B, T);
     }

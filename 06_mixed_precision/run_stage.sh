@@ -11,7 +11,8 @@
 #   2. The loss-scale trace of the mixed-fp16 run (scale.dat): the scale grows after
 #      every --loss-scale-window good steps and halves on each overflow.
 #   3. Activation recompute: peak activation memory (the ledger) beside the stage-01
-#      calculator, and the step time, per level (recompute.txt).
+#      calculator, and the step time, per level (recompute.txt); and in mixed-bf16, the
+#      layers' activations in 2 bytes beside fp32 slots (storage.txt).
 #   4. Gradients in bf16: the error of a bf16 all-reduce against the world size, and
 #      the bytes (comm_error.txt).
 #   5. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
@@ -137,6 +138,35 @@ done
     done
 } >"$out/recompute.txt"
 
+# ---------------------------------------------------------------- 3b. 2-byte activations
+# mixed-bf16 keeps each layer's saved tensors in 2 bytes (model_acts.c); --acts-fp32
+# keeps the same numbers in fp32 slots. Memory and step time side by side, per level.
+stores=("" "--acts-fp32")
+slevels=("none" "selective" "full")
+for ((round = 0; round < rounds; round++)); do
+    for ((i = 0; i < 6; i++)); do
+        k=$(((i + round) % 6))
+        run "$tmp/st.$k.$round.log" sharded_train --np 1 --strategy ddp --preset small --batch 8 \
+            --steps "$rc_steps" --warmup 2 --peak-tflops 0 --log-every 1000 --precision mixed-bf16 \
+            --recompute "${slevels[$((k / 2))]}" ${stores[$((k % 2))]}
+    done
+done
+{
+    echo "# level      storage     activations_B  calculator_B  ms_per_step  min    max     (mixed-bf16, small preset, batch 8 x 128; ms: median of $rounds rounds)"
+    for ((k = 0; k < 6; k++)); do
+        lv=${slevels[$((k / 2))]}
+        act=$(sed -n 's/^MEM rank=0 .* activations=\([0-9]*\).*/\1/p' "$tmp/st.$k.0.log")
+        calc=-
+        [ $((k % 2)) = 0 ] && calc=$("$BUILD/memcalc" --preset small --recipe course --micro-batch 8 \
+            --precision mixed-bf16 --recompute "$lv" --json | sed 's/.*"bytes_activations": \([0-9]*\).*/\1/')
+        ms=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/st.$k.$r.log" ms_per_step; done | med)
+        mn=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/st.$k.$r.log" ms_per_step; done | sort -g | head -1)
+        mx=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/st.$k.$r.log" ms_per_step; done | sort -g | tail -1)
+        printf '%-11s %-11s %13s %13s %12.1f %6.1f %6.1f\n' "$lv" \
+            "$([ $((k % 2)) = 0 ] && echo 2-byte || echo fp32-slots)" "$act" "$calc" "$ms" "$mn" "$mx"
+    done
+} >"$out/storage.txt"
+
 # ---------------------------------------------------------------- 4. gradients in bf16
 {
     echo "# np  err_fp32    err_bf16    err_ideal   bf16/ideal  bytes_fp32  bytes_bf16   (rank 0's bytes; errors ||got - exact|| / ||exact||, 2^20 elements, std 1e-3, bf16 inputs)"
@@ -154,6 +184,7 @@ for f in "$out"/curves/*.log; do
       sed -n '/^done:/,$p' "$f"; } >"$tmp/log" && mv "$tmp/log" "$f"
 done
 write_run_info "$out" "make stage-6${QUICK:+ QUICK=$QUICK}"
-cat "$out/losses.txt" "$out/losses_lowlr.txt" "$out/target.txt" "$out/recompute.txt" "$out/comm_error.txt"
+cat "$out/losses.txt" "$out/losses_lowlr.txt" "$out/target.txt" "$out/recompute.txt" "$out/storage.txt" \
+    "$out/comm_error.txt"
 echo "  $overflows overflow(s) in the mixed-fp16 run"
 bash scripts/plot.sh "$out"

@@ -53,159 +53,6 @@ void gpt_alloc_grads(GPT *g) {
         g->ggrads[k] = gpt_group_held(g, k) ? g->grads + g->group_offset[k] : NULL;
 }
 
-// This rank's shapes. Serial: t = 1, every size the whole model's. Tensor
-// parallel: the split widths (heads, MLP, vocabulary) are 1/t; with sequence
-// parallelism the residual stream and the LayerNorms keep N/t token rows.
-typedef struct { size_t t, C, Cl, Vl, BT, Nl, att; } Shapes;
-static Shapes shapes(const GPT *g, int B, int T) {
-    const GPTConfig *c = &g->cfg;
-    Shapes s;
-    s.t = g->tp.size;
-    s.C = c->n_embd;
-    s.Cl = s.C / s.t;
-    s.Vl = gpt_vocab_block(c, (int)s.t);
-    s.BT = (size_t)B * T;
-    s.Nl = g->tp.sp ? s.BT / s.t : s.BT;
-    s.att = (size_t)B * (c->n_head / s.t) * T * T;
-    return s;
-}
-
-// Per layer, per token row: ln1 C, stats 2, res_att C, ln2 C, stats 2, res_mlp C on
-// the residual stream's rows; qkv 3C, atty C, fch 4C, fch_gelu 4C (1/t of each) on
-// every token: 16C + 4 per token when t = 1, plus the attention matrix.
-static size_t layer_floats(const Shapes *s) {
-    return s->Nl * (4 * s->C + 4) + s->BT * 12 * s->Cl + s->att;
-}
-
-// What layer l keeps for its backward (gpt_set_recompute): a whole layer, all but
-// the attention matrix, or only its output. Tensors it does not keep stay NULL.
-static size_t layer_kept_floats(const GPT *g, const Shapes *s, int l) {
-    if (gpt_layer_recomputed(g, l)) return s->Nl * s->C;
-    return layer_floats(s) - (g->recompute == GPT_RECOMPUTE_SELECTIVE ? s->att : 0);
-}
-
-// Points the tensors of one layer into the buffer at *p (advancing it), those it keeps.
-static void take_layer(LayerActs *x, float **p, const Shapes *s, int full, int att) {
-    size_t C = s->C, Nl = s->Nl, BT = s->BT, Cl = s->Cl;
-#define TAKE(n) (*p += (n), *p - (n))
-    if (full) {
-        x->ln1 = TAKE(Nl * C); x->ln1_mean = TAKE(Nl); x->ln1_rstd = TAKE(Nl);
-        x->qkv = TAKE(BT * 3 * Cl); x->atty = TAKE(BT * Cl);
-        x->att = att ? TAKE(s->att) : NULL;
-        x->res_att = TAKE(Nl * C);
-        x->ln2 = TAKE(Nl * C); x->ln2_mean = TAKE(Nl); x->ln2_rstd = TAKE(Nl);
-        x->fch = TAKE(BT * 4 * Cl); x->fch_gelu = TAKE(BT * 4 * Cl);
-    }
-    x->res_mlp = TAKE(Nl * C);
-#undef TAKE
-}
-
-void gpt_acts_alloc(GPT *g, GPTActs *a, int B, int T) {
-    const GPTConfig *c = &g->cfg;
-    CHECK(B >= 1 && T >= 1 && T <= c->seq_len, "batch %dx%d: need B >= 1 and 1 <= T <= %d", B,
-          T, c->seq_len);
-    char err[200];
-    CHECK(gpt_tp_error(c, g->tp.size, g->tp.sp, B, T, err, sizeof err) == NULL, "%s", err);
-    Shapes s = shapes(g, B, T);
-    size_t C = s.C, Nl = s.Nl, BT = s.BT;
-    // A pipeline stage saves its own layers only, the embedding's output (or the
-    // input it received) always, and the head's tensors on the last stage.
-    size_t head = g->has_head ? Nl * (C + 2) + BT * s.Vl + BT + (s.t > 1 ? 2 * BT : 0) : 0;
-    memset(a, 0, sizeof *a);
-    a->B = B;
-    a->T = T;
-    a->floats = Nl * C + head;
-    for (int l = g->l0; l < g->l1; l++) a->floats += layer_kept_floats(g, &s, l);
-    a->buffer = mem_alloc(g->ctx, MEM_ACTIVATIONS, a->floats * sizeof(float));
-    float *p = a->buffer;
-#define TAKE(n) (p += (n), p - (n))
-    a->encoded = TAKE(Nl * C);
-    a->layers = calloc((size_t)c->n_layer, sizeof *a->layers);
-    CHECK(a->layers, "out of host memory");
-    for (int l = g->l0; l < g->l1; l++)
-        take_layer(&a->layers[l], &p, &s, !gpt_layer_recomputed(g, l),
-                   g->recompute != GPT_RECOMPUTE_SELECTIVE);
-    if (g->has_head) {
-        a->lnf = TAKE(Nl * C); a->lnf_mean = TAKE(Nl); a->lnf_rstd = TAKE(Nl);
-        a->logits = TAKE(BT * s.Vl); a->losses = TAKE(BT);
-        a->vocab_stats = s.t > 1 ? TAKE(2 * BT) : NULL;
-    }
-#undef TAKE
-    CHECK((size_t)(p - a->buffer) == a->floats, "activation layout mismatch");
-    // Token ids live with the activations: they are inputs the backward pass needs.
-    a->tokens = mem_alloc(g->ctx, MEM_ACTIVATIONS, BT * sizeof(int));
-    a->targets = mem_alloc(g->ctx, MEM_ACTIVATIONS, BT * sizeof(int));
-    a->host_tokens = calloc(BT, sizeof(int));
-    CHECK(a->host_tokens, "out of host memory");
-}
-
-void gpt_acts_free(GPT *g, GPTActs *a) {
-    if (!a->buffer) return;
-    size_t BT = (size_t)a->B * a->T;
-    mem_free(g->ctx, MEM_ACTIVATIONS, a->buffer, a->floats * sizeof(float));
-    mem_free(g->ctx, MEM_ACTIVATIONS, a->tokens, BT * sizeof(int));
-    mem_free(g->ctx, MEM_ACTIVATIONS, a->targets, BT * sizeof(int));
-    free(a->layers);
-    free(a->host_tokens);
-    memset(a, 0, sizeof *a);
-}
-
-void gpt_alloc_acts(GPT *g, int B, int T) {
-    CHECK(!g->acts.buffer, "activations already allocated");
-    gpt_acts_alloc(g, &g->acts, B, T);
-    gpt_alloc_workspace(g, B, T);
-}
-
-void gpt_alloc_workspace(GPT *g, int B, int T) {
-    CHECK(!g->work_buffer, "workspace already allocated");
-    // Workspace: gradients of activations, reused by every layer in turn; with
-    // tensor parallelism also the collectives' full-size buffers.
-    Shapes s = shapes(g, B, T);
-    size_t C = s.C, Nl = s.Nl, BT = s.BT, Cl = s.Cl;
-    size_t sp_full = g->tp.sp ? BT * C : 0, vocab_work = s.t > 1 ? s.t * BT : 0;
-    g->work_floats = 2 * Nl * C + BT * Cl + BT * 3 * Cl + 2 * BT * 4 * Cl + s.att + 2 * sp_full +
-                     vocab_work;
-    g->work_buffer = mem_alloc(g->ctx, MEM_WORKSPACE, g->work_floats * sizeof(float));
-    float *p = g->work_buffer;
-#define TAKE(n) (p += (n), p - (n))
-    g->dres = TAKE(Nl * C); g->dln = TAKE(Nl * C); g->datty = TAKE(BT * Cl);
-    g->dqkv = TAKE(BT * 3 * Cl); g->dbig = TAKE(BT * 4 * Cl); g->dbig2 = TAKE(BT * 4 * Cl);
-    g->datt = TAKE(s.att);
-    g->sp_full = sp_full ? TAKE(sp_full) : NULL;
-    g->sp_dfull = sp_full ? TAKE(sp_full) : NULL;
-    g->vocab_work = vocab_work ? TAKE(vocab_work) : NULL;
-#undef TAKE
-    CHECK((size_t)(p - g->work_buffer) == g->work_floats, "workspace layout mismatch");
-    // What recompute rematerialises, one layer at a time, for every micro-batch in
-    // flight: activations (the calculator counts them there), but one per model.
-    int any_full = 0;
-    for (int l = g->l0; l < g->l1; l++) any_full |= gpt_layer_recomputed(g, l);
-    g->remat_floats = any_full ? layer_floats(&s)
-                      : g->recompute == GPT_RECOMPUTE_SELECTIVE && g->l1 > g->l0 ? s.att : 0;
-    if (g->remat_floats) {
-        g->remat_buffer = mem_alloc(g->ctx, MEM_ACTIVATIONS, g->remat_floats * sizeof(float));
-        p = g->remat_buffer;
-        if (any_full) take_layer(&g->remat, &p, &s, 1, 1);
-        else g->remat.att = p;
-    }
-    g->B = B;
-    g->T = T;
-}
-
-void gpt_set_recompute(GPT *g, GPTRecompute level, int every) {
-    CHECK(!g->acts.buffer && !g->work_buffer, "gpt_set_recompute after the activations were "
-          "allocated");
-    CHECK(level >= GPT_RECOMPUTE_NONE && level <= GPT_RECOMPUTE_FULL && every >= 1,
-          "recompute level %d every %d", (int)level, every);
-    g->recompute = level;
-    g->recompute_every = every;
-}
-
-int gpt_layer_recomputed(const GPT *g, int l) {
-    int k = g->recompute_every > 0 ? g->recompute_every : 1;
-    return g->recompute == GPT_RECOMPUTE_FULL && l % k == 0;
-}
-
 static const char *const recipe_names[PREC_COUNT] = {"fp32", "mixed-bf16", "mixed-fp16", "bf16",
                                                      "bf16-sr", "fp8"};
 const char *gpt_recipe_name(GPTRecipe r) {
@@ -228,6 +75,11 @@ DType gpt_recipe_dtype(GPTRecipe r) {
 }
 
 void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
+    // How the activations are stored (2 bytes or 4) is fixed when they are allocated.
+    CHECK((!g->acts.buffer && !g->work_buffer) ||
+              dtype_size(gpt_recipe_dtype(r)) == dtype_size(g->prec.dtype),
+          "gpt_set_precision(%s) after the activations were allocated for %s", gpt_recipe_name(r),
+          gpt_recipe_name((GPTRecipe)g->prec.recipe));
     g->prec.recipe = r;
     g->prec.dtype = gpt_recipe_dtype(r);
     g->prec.master = gpt_recipe_master(r);
@@ -393,6 +245,7 @@ void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T) {
         gpt_use(g, 1 + l, GPT_NEED_PARAMS);
         LayerActs a = forward_target(g, l);
         gpt_layer_forward(g, &a, x, l, B, T);
+        if (gpt_layer_packed(g, l)) gpt_pack_layer(g, l, B, T);
         x = g->acts.layers[l].res_mlp;
     }
 }

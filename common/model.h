@@ -115,6 +115,10 @@ typedef struct {
     float *fch;                        // (B,T,4C) before GELU
     float *fch_gelu;                   // (B,T,4C)
     float *res_mlp;                    // (B,T,C)  output of the layer
+    uint16_t *packed;                  // the mixed recipes: the layer's 2-byte copy of the
+                                       // tensors it rounds (gpt_layer_packed); then the
+                                       // pointers above but the statistics and res_mlp
+                                       // are the shared window's (GPT.remat)
 } LayerActs;
 
 // Everything the forward pass saves for the backward pass of one micro-batch
@@ -123,6 +127,7 @@ typedef struct {
 // micro-batch in flight and points g->acts at the one it computes (stage 05).
 typedef struct {
     float *buffer; size_t floats;
+    uint16_t *packed; size_t packed_elems;  // the packed layers' 2-byte copies (one buffer)
     int B, T;                   // the batch they were sized for
     float *encoded;             // (B,T,C) the input of layer l0: the embedding's output,
                                 // or on a later pipeline stage what the one before sent
@@ -162,9 +167,11 @@ typedef enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_FU
 //   bf16        pure bf16: no master copy; the update is rounded to nearest into
 //               the bf16 weights (small updates vanish), moments bf16 too.
 //   bf16-sr     pure bf16 with the update rounded stochastically (unbiased).
-// This course EMULATES the low-precision types in fp32 slots (ops.h's round_to):
-// every tensor the recipe makes bf16 is rounded to bf16 where it is written, so the
-// numbers are those of bf16 storage, while memory still holds 4 bytes a value.
+// Every tensor the recipe makes bf16 is rounded to bf16 where it is written (ops.h's
+// round_to), and the ops compute in fp32 from those values, as tensor cores do. What
+// the backward reads of each layer is then STORED in 2 bytes (gpt_layer_packed;
+// model_acts.c); the weights, their gradients and the workspace are still fp32 slots
+// holding bf16 values (4 bytes each: the course's remaining emulation).
 //   fp8         mixed-bf16 whose GEMMs read fp8: inputs and weights E4M3, output
 //               gradients E5M2, each tensor with its own scale from its amax over the
 //               last GPT_FP8_HISTORY steps (Transformer Engine's delayed scaling;
@@ -268,9 +275,11 @@ struct GPT {
 
     // Activation recompute (gpt_set_recompute, before the activations exist).
     int recompute, recompute_every;  // GPTRecompute; every k-th layer (1: all)
-    LayerActs remat;            // SELECTIVE: att; FULL: one whole layer (MEM_ACTIVATIONS)
-    float *remat_buffer; size_t remat_floats;
+    LayerActs remat;            // SELECTIVE: att; FULL or packed layers: one whole layer
+    float *remat_buffer; size_t remat_floats;  // (MEM_ACTIVATIONS)
+    int remat_B, remat_T;       // the batch it was sized for (0 until activations exist)
     GPTPrecision prec;          // gpt_set_precision; fp32 by default
+    int acts_fp32;              // gpt_set_acts_fp32: a 2-byte recipe's activations in fp32 slots
     struct GPTFp8 *fp8;         // the fp8 recipe's scales per linear layer (model_fp8.c)
 
     float loss;                 // mean loss of the last forward (host)
@@ -388,6 +397,15 @@ const char *gpt_recompute_name(GPTRecompute r);          // "none", "selective",
 int gpt_recompute_parse(const char *s, GPTRecompute *r); // 0 on success
 // 1 if layer l keeps only its output (FULL, and l is one of every k-th).
 int gpt_layer_recomputed(const GPT *g, int l);
+// The mixed recipes (a 2-byte dtype) store each layer's saved tensors in 2 bytes,
+// but the LayerNorm statistics and the layer's output (model_acts.c says why); a layer
+// that full recompute runs again keeps only its output, in fp32, as before.
+int gpt_acts_packed(const GPT *g);          // the recipe's dtype is 2 bytes (and not acts_fp32)
+int gpt_layer_packed(const GPT *g, int l);  // and layer l keeps its tensors
+// on = 1: keep them in fp32 slots instead (4 bytes a value holding the same numbers:
+// what the course did before, for the tests and the benchmark to compare). Call
+// before the activations are allocated.
+void gpt_set_acts_fp32(GPT *g, int on);
 // One layer: its forward writes every tensor of *a from input x (B*T rows; with SP
 // the stream's rows), its backward takes dx from the layer's output to its input
 // and accumulates the layer's weight gradients. Neither calls the strategy's hooks

@@ -32,6 +32,11 @@ static inline void gpt_round(const GPT *g, float *x, size_t n) {
     if (g->prec.dtype != DT_F32) g->ctx->ops->round_to(g->ctx, x, n, g->prec.dtype);
 }
 
+// A packed layer's tensors between its 2-byte copy in g->acts and the shared window
+// (g->remat) the layer computes in: after its forward, and before its backward.
+void gpt_pack_layer(GPT *g, int l, int B, int T);
+void gpt_unpack_layer(GPT *g, int l, int B, int T);
+
 // The fp8 recipe (model_fp8.c): the serial linear layers with fp8 casts.
 void gpt_fp8_enable(GPT *g, int history);
 void gpt_fp8_free(GPT *g);

@@ -7,8 +7,8 @@
 // Shape letters, used the same way everywhere:
 //   B batch, T time (sequence), C channels (width), OC output channels,
 //   NH heads, hs = C/NH head size, V vocabulary, N = B*T rows.
-// All tensors are row-major, contiguous, fp32, in the device's memory; token ids
-// are int32 in the device's memory.
+// All tensors are row-major, contiguous, fp32, in the device's memory (but the
+// 2-byte copies of pack_half); token ids are int32 in the device's memory.
 //
 // Gradient convention (as in llm.c): every backward ACCUMULATES (+=) into the
 // parameter gradients and into the input gradients. The caller zeroes them when
@@ -168,6 +168,14 @@ struct Ops {
     // cast saturating, NaN left as it is. fmt: DT_E4M3 or DT_E5M2; scale > 0 and
     // finite. Returns to the host with amax (the CUDA version waits for the GPU).
     void (*quantize_fp8)(Ctx *, float *x, size_t n, DType fmt, float scale, float *amax);
+
+    // ---- 2-byte storage (stage 06: a layer's saved activations in the mixed recipes)
+    // dst[i] = the 2-byte code of src[i] in dt (DT_BF16 or DT_F16): the bits of
+    // f32_to_bf16 / f32_to_f16 (dtype.c: round to nearest even, NaN stays NaN, fp16
+    // overflows to inf). Lossless for values round_to(dt) has left: what the model packs.
+    void (*pack_half)(Ctx *, uint16_t *dst, const float *src, size_t n, DType dt);
+    // dst[i] = src[i] decoded to fp32 (bf16_to_f32 / f16_to_f32): exact.
+    void (*unpack_half)(Ctx *, float *dst, const uint16_t *src, size_t n, DType dt);
 
     // ---- optimizer ----
     // One AdamW step over n contiguous elements (PyTorch's AdamW, decoupled decay):

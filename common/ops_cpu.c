@@ -15,7 +15,7 @@
 #include "check.h"
 #include "fastmath.h"
 #include "ops.h"
-#include "precision.h"  // 06_mixed_precision/: stochastic rounding's scalar routines
+#include "ops_cpu_internal.h"
 
 // ---------------------------------------------------------------- memory
 
@@ -401,109 +401,6 @@ static void crossentropy_backward_split(Ctx *ctx, float *dlogits, const float *l
     }
 }
 
-// ---------------------------------------------------------------- low precision
-
-// One value through fp16 and back with dtype.c's scalar conversion: round_to's
-// fallback where the compiler has no F16C conversion.
-static float through_f16(float v) { return f16_to_f32(f32_to_f16(v)); }
-
-// fp8's round trip (f32_to_e4m3/e5m2 and back) in a form the compiler vectorises:
-// the same bits, NaN as the decoder gives it (quiet, sign kept). Normal values: RNE
-// on the dropped mantissa bits, as for bf16; below the smallest normal: a whole
-// number of the smallest subnormal, to nearest even; above max
-// (inf included): max, saturating.
-typedef struct { uint32_t drop, min_normal, max_bits; float magic; } Fp8Round;
-// magic: 2^23 of the smallest subnormal (2^-9, 2^-16), whose ulp is that subnormal.
-static const Fp8Round FP8_E4M3 = {20, 0x3c800000u /* 2^-6 */, 0x43e00000u /* 448 */, 0x1p14f};
-static const Fp8Round FP8_E5M2 = {21, 0x38800000u /* 2^-14 */, 0x47600000u /* 57344 */, 0x1p7f};
-
-static inline float fp8_round(float y, Fp8Round R) {
-    uint32_t u, out;
-    memcpy(&u, &y, 4);
-    uint32_t a = u & 0x7fffffffu, sign = u & 0x80000000u;
-    uint32_t lsb = 1u << R.drop;
-    uint32_t normal = (a + (lsb >> 1) - 1u + ((a >> R.drop) & 1u)) & ~(lsb - 1u);
-    // Adding M = 2^23 units and taking it away again rounds to whole units, to
-    // nearest even (IEEE addition; no -ffast-math here to fold it away).
-    float sub = (fabsf(y) + R.magic) - R.magic;
-    uint32_t subb;
-    memcpy(&subb, &sub, 4);
-    // Selects, not branches, so the loop vectorises.
-    out = a >= R.min_normal ? normal : subb;
-    out = a >= R.max_bits ? R.max_bits : out;
-    out = a > 0x7f800000u ? 0x7fc00000u : out;
-    out |= sign;
-    float r;
-    memcpy(&r, &out, 4);
-    return r;
-}
-
-static void round_to(Ctx *ctx, float *x, size_t n, DType dt) {
-    (void)ctx;
-    CHECK(dt == DT_F32 || dt == DT_BF16 || dt == DT_F16 || dt == DT_E4M3 || dt == DT_E5M2,
-          "round_to: %s is not a float type to round to", dtype_name(dt));
-    if (dt == DT_F32) return;
-    if (dt == DT_BF16) {
-        // The hot case (mixed-bf16 rounds every tensor it writes): f32_to_bf16 and
-        // back, written so the compiler vectorises it. Same bits: round to nearest
-        // even on the 16 dropped bits; a NaN keeps its top bits and sets the quiet bit.
-        uint32_t *u = (uint32_t *)x;
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            uint32_t v = u[i];
-            uint32_t rne = (v + 0x7fffu + ((v >> 16) & 1u)) & 0xffff0000u;
-            uint32_t nan = (v | 0x00400000u) & 0xffff0000u;
-            u[i] = (v & 0x7fffffffu) > 0x7f800000u ? nan : rne;
-        }
-        return;
-    }
-#if defined(__FLT16_MAX__) && defined(__F16C__)
-    if (dt == DT_F16) {
-        // The x86 F16C conversion (vcvtps2ph): IEEE round to nearest even, overflow to
-        // inf, subnormals kept -- f32_to_f16's bits (test_precision checks every case).
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) x[i] = (float)(_Float16)x[i];
-        return;
-    }
-#endif
-    if (dt == DT_E4M3 || dt == DT_E5M2) {
-        const Fp8Round R = dt == DT_E4M3 ? FP8_E4M3 : FP8_E5M2;  // by value: no aliasing
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) x[i] = fp8_round(x[i], R);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) x[i] = through_f16(x[i]);  // DT_F16 without F16C
-}
-
-static void round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset) {
-    (void)ctx;
-    // Element i draws its bits from (seed, offset + i), never from a stream: the
-    // result does not depend on how the elements are split over threads or calls.
-    for (size_t i = 0; i < n; i++)
-        x[i] = bf16_to_f32(f32_to_bf16_stochastic(x[i], sround_bits(seed, offset + i)));
-}
-
-static void quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, float *amax) {
-    (void)ctx;
-    CHECK(fmt == DT_E4M3 || fmt == DT_E5M2, "quantize_fp8: %s is not an fp8 format (e4m3, e5m2)",
-          dtype_name(fmt));
-    CHECK(scale > 0.0f && isfinite(scale), "quantize_fp8: scale %g (must be > 0 and finite)",
-          (double)scale);
-    // The amax is of the input, before quantization: the value the history records.
-    // fmaxf ignores a NaN operand, so a NaN element does not become the amax.
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
-    *amax = m;
-    // Divided by scale, not multiplied by a rounded 1/scale: the result is q / scale
-    // correctly rounded (exact when scale is a power of two), one rounding fewer.
-    const Fp8Round R = fmt == DT_E4M3 ? FP8_E4M3 : FP8_E5M2;
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float q = fp8_round(x[i] * scale, R) / scale;
-        x[i] = x[i] != x[i] ? x[i] : q;  // a NaN stays as it is
-    }
-}
-
 // ---------------------------------------------------------------- optimizer
 
 static void adamw_update(Ctx *ctx, float *p, const float *g, float *m, float *v, size_t n,
@@ -567,9 +464,11 @@ const Ops ops_cpu = {
     .logits_sumexp = logits_sumexp,
     .crossentropy_loss = crossentropy_loss,
     .crossentropy_backward_split = crossentropy_backward_split,
-    .round_to = round_to,
-    .round_stochastic_bf16 = round_stochastic_bf16,
-    .quantize_fp8 = quantize_fp8,
+    .round_to = cpu_round_to,
+    .round_stochastic_bf16 = cpu_round_stochastic_bf16,
+    .quantize_fp8 = cpu_quantize_fp8,
+    .pack_half = cpu_pack_half,
+    .unpack_half = cpu_unpack_half,
     .adamw_update = adamw_update,
     .sum_squares = sum_squares,
     .scale = scale,

@@ -306,6 +306,7 @@ static const Ops ops_cuda = {
     .crossentropy_backward_split = cuda_crossentropy_backward_split,
     .round_to = cuda_round_to, .round_stochastic_bf16 = cuda_round_stochastic_bf16,
     .quantize_fp8 = cuda_quantize_fp8,
+    .pack_half = cuda_pack_half, .unpack_half = cuda_unpack_half,
     .adamw_update = cuda_adamw_update, .sum_squares = cuda_sum_squares, .scale = cuda_scale,
 };
 

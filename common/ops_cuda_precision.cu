@@ -1,6 +1,7 @@
 // ops_cuda_precision.cu — the CUDA backend's low-precision ops (ops.h, "low
 // precision in fp32 slots"): rounding to bf16, fp16 and fp8 and back, stochastic
-// rounding to bf16, and fp8 fake quantization with a per-tensor scale and its amax.
+// rounding to bf16, fp8 fake quantization with a per-tensor scale and its amax; and
+// the 2-byte storage of bf16 and fp16 values (pack_half, unpack_half).
 //
 // ops_cpu.c is the reference, and here the bar is bitwise: every op gives the CPU's
 // bits, NaNs included. The CPU's scalar routines are C (dtype.c, and
@@ -150,4 +151,49 @@ void cuda_quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, flo
     CUDA_CHECK(cudaMemcpyAsync(amax, partial + nblocks, sizeof(float), cudaMemcpyDeviceToHost,
                                stream(ctx)));
     CUDA_CHECK(cudaStreamSynchronize(stream(ctx)));
+}
+
+// ---------------------------------------------------------------- 2-byte storage
+
+// dtype.c's f32_to_bf16 / f32_to_f16 codes: the rounded fp32 value's bits (bf16: its
+// top half; fp16: the hardware conversion, exact once rounded, but for NaN, which
+// dtype.c encodes with its sign and top 10 payload bits and the quiet bit).
+__global__ void pack_half_kernel(uint16_t *dst, const float *src, size_t n, DType dt) {
+    GRID_STRIDE(i, n) {
+        float f = src[i];
+        uint32_t u = __float_as_uint(f);
+        if (dt == DT_BF16) {
+            dst[i] = (uint16_t)(__float_as_uint(bf16_round(f)) >> 16);
+        } else if ((u & 0x7fffffffu) > 0x7f800000u) {
+            dst[i] = (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu));
+        } else {
+            dst[i] = __half_as_ushort(__float2half_rn(f));
+        }
+    }
+}
+
+// Exact: every bf16 and fp16 is an fp32. (A NaN's payload: bf16 keeps every bit;
+// fp16's widening keeps its sign and payload, as f16_to_f32 does.)
+__global__ void unpack_half_kernel(float *dst, const uint16_t *src, size_t n, DType dt) {
+    GRID_STRIDE(i, n) {
+        uint16_t h = src[i];
+        dst[i] = dt == DT_BF16 ? __uint_as_float((uint32_t)h << 16)
+                               : __half2float(__ushort_as_half(h));
+    }
+}
+
+void cuda_pack_half(Ctx *ctx, uint16_t *dst, const float *src, size_t n, DType dt) {
+    CHECK(dt == DT_BF16 || dt == DT_F16, "pack_half: %s is not a 2-byte float type (bf16, fp16)",
+          dtype_name(dt));
+    if (n == 0) return;
+    pack_half_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(dst, src, n, dt);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_unpack_half(Ctx *ctx, float *dst, const uint16_t *src, size_t n, DType dt) {
+    CHECK(dt == DT_BF16 || dt == DT_F16, "unpack_half: %s is not a 2-byte float type (bf16, fp16)",
+          dtype_name(dt));
+    if (n == 0) return;
+    unpack_half_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(dst, src, n, dt);
+    CUDA_CHECK_LAUNCH();
 }

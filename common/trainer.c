@@ -69,6 +69,7 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_CHOICE("--recompute", &a->recompute, "none|selective|full", "activation recompute: keep all, all but the attention matrices, or each layer's output only"),
         F_INT("--recompute-every", &a->recompute_every, 1, 1 << 20, "with --recompute full: only every k-th layer (l % k == 0) recomputes"),
         F_CHOICE("--precision", &a->precision, GPT_RECIPES, "precision recipe (06_mixed_precision/README.md)"),
+        F_BOOL("--acts-fp32", &a->acts_fp32, "keep a 2-byte recipe's saved activations in fp32 slots (4 bytes a value, the same numbers: to compare memory and time)"),
         F_DOUBLE("--loss-scale", &a->loss_scale, 1, 16777216, "mixed-fp16: the initial loss scale (dynamic: halved on overflow, doubled after --loss-scale-window good steps)"),
         F_INT("--loss-scale-window", &a->loss_scale_window, 1, 1 << 30, "mixed-fp16: good steps before the loss scale doubles"),
         F_INT("--inject-overflow", &a->inject_overflow, 0, 1 << 30, "make step N's gradients overflow (0 = never): the step is skipped"),
@@ -334,6 +335,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     gpt_recompute_parse(a->recompute, &rc);
     gpt_set_recompute(&g, rc, a->recompute_every);
     gpt_set_precision(&g, recipe, a->seed);
+    gpt_set_acts_fp32(&g, a->acts_fp32);
     // Dynamic loss scaling (06_mixed_precision/loss_scale.c), for fp16 only: bf16 has
     // fp32's exponent range, so its gradients neither overflow nor flush to zero.
     int fp16 = recipe == PREC_MIXED_FP16;

@@ -17,6 +17,7 @@ typedef struct {
     const char *recompute;  // "none", "selective", "full" (model.h's GPTRecompute)
     int recompute_every;    // full: every k-th layer
     const char *precision;  // model.h's GPTRecipe: "fp32", "mixed-bf16", ...
+    int acts_fp32;          // a 2-byte recipe's activations in fp32 slots (gpt_set_acts_fp32)
     double loss_scale;      // mixed-fp16: the initial loss scale
     int loss_scale_window;  // mixed-fp16: good steps before the scale grows
     int inject_overflow;    // > 0: that step's gradients overflow (a test of the skip)

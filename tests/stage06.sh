@@ -284,21 +284,28 @@ run mp-memory-fp8-full s6_memory fp8.full 1 0 "--precision fp8 --recompute full"
 run mp-memory-bf16-sr-selective s6_memory bf16-sr.selective 1 0 "--precision bf16-sr --recompute selective"
 run mp-memory-mixed-fp16-zero2 s6_memory mixed-fp16.zero2.np2 2 2 "--precision mixed-fp16"
 
-# --device-mem: a run that recompute makes fit really fits, and the same run without
-# it fails at step zero, before any forward pass, naming what did not fit. The test
-# model in fp32 holds 1,028,736 B without recompute, 931,712 B with full recompute
-# (the ledger above); 1 MB lies between.
+# --device-mem: a run that recompute or 2-byte storage makes fit really fits, and the
+# same run without it fails at step zero, before any forward pass, naming what did not
+# fit. s6_fits NAME BYTES "FLAGS" "WITHOUT" "WITH" (each the flags and, after a colon, how
+# the message names that run).
 s6_fits() {
-    echo "PLAN mp.memory.device_mem"
-    local f="$S6_DIR/fits" rc0 rc1
-    "$BUILD/train" $S6_MODEL --batch 2 --steps 2 --device-mem 1000000 --peak-tflops 1 >"$f.none.log" 2>&1; rc0=$?
-    "$BUILD/train" $S6_MODEL --batch 2 --steps 2 --device-mem 1000000 --peak-tflops 1 --recompute full >"$f.full.log" 2>&1; rc1=$?
-    if [ $rc0 -ne 0 ] && grep -q 'out of memory on cpu' "$f.none.log" && ! grep -q '^step' "$f.none.log" &&
-       [ $rc1 -eq 0 ] && grep -q '^done' "$f.full.log"; then
-        echo "PASS mp.memory.device_mem  1 MB: without recompute '$(grep -m1 -o 'cannot allocate [^(]*' "$f.none.log")' before step 1; with --recompute full it trains"
+    local name=$1 mem=$2 flags=$3 f="$S6_DIR/fits.$1" rc0 rc1
+    local without=${4%%:*} with=${5%%:*} say0=${4#*:} say1=${5#*:}
+    echo "PLAN mp.memory.$name"
+    "$BUILD/train" $S6_MODEL $flags --steps 2 --device-mem "$mem" --peak-tflops 1 $without >"$f.0.log" 2>&1; rc0=$?
+    "$BUILD/train" $S6_MODEL $flags --steps 2 --device-mem "$mem" --peak-tflops 1 $with >"$f.1.log" 2>&1; rc1=$?
+    if [ $rc0 -ne 0 ] && grep -q 'out of memory on cpu' "$f.0.log" && ! grep -q '^step' "$f.0.log" &&
+       [ $rc1 -eq 0 ] && grep -q '^done' "$f.1.log"; then
+        echo "PASS mp.memory.$name  $mem B: $say0 '$(grep -m1 -o 'cannot allocate [^(]*' "$f.0.log")' before step 1; $say1 it trains"
     else
-        echo "FAIL mp.memory.device_mem  want: without recompute out of memory before step 1 (exit $rc0), with full recompute done (exit $rc1)"
+        echo "FAIL mp.memory.$name  want: $say0 out of memory before step 1 (exit $rc0), $say1 done (exit $rc1)"
     fi
 }
 export -f s6_fits
-run mp-fits s6_fits
+# The test model in fp32 at batch 2 holds 1,028,736 B without recompute and 931,712 B
+# with full recompute (the ledger above); 1 MB lies between.
+run mp-fits s6_fits device_mem 1000000 "--batch 2" ":without recompute" "--recompute full:with --recompute full"
+# In mixed-bf16 at batch 16 it holds 2.25 MB with its layers' activations in 2 bytes and
+# 2.50 MB with them in fp32 slots (--acts-fp32, the same numbers); 2.4 MB lies between.
+run mp-fits-2byte s6_fits device_mem_2byte 2400000 "--batch 16 --precision mixed-bf16" \
+    "--acts-fp32:in fp32 slots" ":in 2 bytes"

@@ -541,6 +541,25 @@ void test_low_precision(Env *e, const Dims *d) {
         check_same_bits(e, what, &amax[0], &amax[1], sizeof(float));
         free(c), free(g);
     }
+    // The 2-byte storage: the codes (NaNs included) and the values unpacked from them.
+    Buf y = buf_zero(e, n * sizeof(uint16_t));
+    for (int k = 0; k < 2; k++) {
+        DType dt = k ? DT_F16 : DT_BF16;
+        for (int dev = 0; dev < 2; dev++) {
+            Ctx *xc = ctx_of(e, dev);
+            xc->ops->pack_half(xc, (uint16_t *)on(&y, dev), on(&src, dev), n, dt);
+            xc->ops->unpack_half(xc, on(&x, dev), (const uint16_t *)on(&y, dev), n, dt);
+        }
+        c = read_back(&e->cpu, y.c, y.bytes), g = read_back(&e->gpu, y.g, y.bytes);
+        snprintf(what, sizeof what, "pack_half.%s", dtype_name(dt));
+        check_same_bits(e, what, c, g, y.bytes);
+        free(c), free(g);
+        c = read_back(&e->cpu, x.c, x.bytes), g = read_back(&e->gpu, x.g, x.bytes);
+        snprintf(what, sizeof what, "unpack_half.%s", dtype_name(dt));
+        check_same_bits(e, what, c, g, x.bytes);
+        free(c), free(g);
+    }
+    buf_free(e, &y);
     buf_free(e, &src);
     buf_free(e, &x);
 }

@@ -169,7 +169,7 @@ void test_course_pp(TestState *ts) {
             for (int st = 0; st < p; st++) {
                 int k = gpipe ? mb : (p - st < mb ? p - st : mb);
                 double want = k * pp_rows[i].set[st];
-                double got = mm_course_stage_act_bytes(m, 2, 8, 1, 0, p, st, k, RECOMPUTE_NONE, 1);
+                double got = mm_course_stage_act_bytes(m, 2, 8, 1, 0, p, st, k, RECOMPUTE_NONE, 1, 0);
                 ok = ok && near(got, want, 0);
                 pos += (size_t)snprintf(detail + pos, sizeof detail - pos, "stage %d: %.0f (%d x "
                                         "%.0f); ", st, got, k, pp_rows[i].set[st]);
@@ -191,7 +191,7 @@ void test_course_pp(TestState *ts) {
     }
 
     // One stage is the whole model: encoded, 8 layers, the head; wte once.
-    double whole = mm_course_stage_act_bytes(m, 2, 8, 1, 0, 1, 0, 1, RECOMPUTE_NONE, 1);
+    double whole = mm_course_stage_act_bytes(m, 2, 8, 1, 0, 1, 0, 1, RECOMPUTE_NONE, 1, 0);
     double wp = mm_course_stage_params(m, 1, 1, 0);
     test_report(ts, near(whole, 4 * (512 + 8 * 8768 + 1536) + 128, 0) &&
                     near(wp, 2208 + 8 * 12704 + 64, 0) && wp == mm_course_params_per_rank(m, 1),
@@ -207,10 +207,10 @@ void test_course_pp(TestState *ts) {
     //          256: 4(256 + 4 x 4384) + 128 = 71296, + 4 x 816 = 74560
     //   params per layer (12C^2 + 7C)/2 + 6C = 6448, wte block 31 x 32 = 992:
     //          992 + 256 + 4 x 6448 = 27040, 4 x 6448 + 64 + 992 = 26848
-    double t0 = mm_course_stage_act_bytes(m, 2, 8, 2, 0, 2, 0, 3, RECOMPUTE_NONE, 1);
-    double t1 = mm_course_stage_act_bytes(m, 2, 8, 2, 0, 2, 1, 3, RECOMPUTE_NONE, 1);
-    double s0 = mm_course_stage_act_bytes(m, 2, 8, 2, 1, 2, 0, 3, RECOMPUTE_NONE, 1);
-    double s1 = mm_course_stage_act_bytes(m, 2, 8, 2, 1, 2, 1, 3, RECOMPUTE_NONE, 1);
+    double t0 = mm_course_stage_act_bytes(m, 2, 8, 2, 0, 2, 0, 3, RECOMPUTE_NONE, 1, 0);
+    double t1 = mm_course_stage_act_bytes(m, 2, 8, 2, 0, 2, 1, 3, RECOMPUTE_NONE, 1, 0);
+    double s0 = mm_course_stage_act_bytes(m, 2, 8, 2, 1, 2, 0, 3, RECOMPUTE_NONE, 1, 0);
+    double s1 = mm_course_stage_act_bytes(m, 2, 8, 2, 1, 2, 1, 3, RECOMPUTE_NONE, 1, 0);
     double p0 = mm_course_stage_params(m, 2, 2, 0), p1 = mm_course_stage_params(m, 2, 2, 1);
     test_report(ts, near(t0, 3 * 89216, 0) && near(t1, 3 * 93568, 0) && near(s0, 3 * 71296, 0) &&
                     near(s1, 3 * 74560, 0) && near(p0, 27040, 0) && near(p1, 26848, 0),

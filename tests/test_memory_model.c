@@ -344,7 +344,7 @@ static void test_acts(TestState *ts) {
     test_report(ts, near(lgot, lwant, 1e-9 * lwant), "act.llama2_70b_gqa_swiglu",
                 "%.1f MB per layer (want %.1f MB)", lgot / 1e6, lwant / 1e6);
     // This code's layer: 16C + 4 floats per token (the 4: layernorm mean and rstd) and one
-    // B x NH x T x T score matrix (common/model.c, gpt_alloc_acts).
+    // B x NH x T x T score matrix (common/model_acts.c, gpt_acts_alloc).
     ModelSpec c = preset("small");
     Setup cs = mm_default_setup(&c);
     cs.recipe = RECIPE_COURSE;

@@ -232,6 +232,7 @@ static void test_round_to(TestState *ts, Rng *rng) {
     size_t n = (size_t)1 << 22;
     float *src = malloc(n * 4), *x = malloc(n * 4), *want = malloc(n * 4);
     uint32_t *h = malloc(n * 4);  // the low-precision copy: 4 bytes hold any dt
+    uint16_t *pk = malloc(n * 2);
     const uint32_t specials[] = {0, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
                                  0xffffffffu, 0x7f7fffffu, 0x00000001u, 0x477ff000u, 0x43e80000u};
     for (size_t i = 0; i < n; i++) {
@@ -253,8 +254,25 @@ static void test_round_to(TestState *ts, Rng *rng) {
         test_report(ts, bad == 0, name,
                     "%zu of %zu values differ from dtype_convert there and back "
                     "(bitwise, NaNs included)", bad, n);
+        if (dt != DT_BF16 && dt != DT_F16) continue;
+        // The 2-byte storage: pack_half gives dtype_convert's codes, of the raw values
+        // and of the rounded ones (what the model packs), and unpack_half gives back
+        // exactly round_to's values: packing a rounded tensor loses nothing.
+        size_t bad_codes = 0, bad_back = 0;
+        cpu.ops->pack_half(&cpu, pk, src, n, dt);
+        for (size_t i = 0; i < n; i++) bad_codes += pk[i] != ((uint16_t *)h)[i];
+        cpu.ops->pack_half(&cpu, pk, want, n, dt);
+        cpu.ops->unpack_half(&cpu, x, pk, n, dt);
+        for (size_t i = 0; i < n; i++) {
+            bad_codes += pk[i] != ((uint16_t *)h)[i];
+            bad_back += float_bits(x[i]) != float_bits(want[i]);
+        }
+        snprintf(name, sizeof name, "mp.pack_half.%s", dtype_name(dt));
+        test_report(ts, bad_codes + bad_back == 0, name, "%zu codes differ from dtype_convert's, "
+                    "%zu values not round_to's after pack and unpack (of %zu, bitwise)", bad_codes,
+                    bad_back, n);
     }
-    free(src), free(x), free(want), free(h);
+    free(src), free(x), free(want), free(h), free(pk);
 }
 
 // ---------------------------------------------------------------- stochastic rounding

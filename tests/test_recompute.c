@@ -13,6 +13,18 @@
 //                             (stage 05) recomputes the attention matrix in its input
 //                             pass: bitwise the one-pass gradients.
 // LEVEL: selective, full, full_every2 (layers 0 and 2 of 4), full_every3 (0 and 3).
+//
+// The mixed recipes store each layer's saved tensors in 2 bytes (model_acts.c):
+// mp.packed.RECIPE.LEVEL.grads   gradients and loss BITWISE those of the same recipe
+//                             with the activations in fp32 slots (every packed value
+//                             was rounded to the 2-byte type first: packing is exact);
+// mp.packed.RECIPE.LEVEL.steps   the weights after 3 AdamW steps, bitwise;
+// mp.packed.RECIPE.LEVEL.memory  the ledger's activations = the calculator's course
+//                             recipe with that --precision (half = 1), to the byte, and
+//                             less than in fp32 slots;
+// mp.packed.bf16.two_pass     the zero-bubble backward unpacks each layer in both passes.
+// RECIPE: mixed-bf16, mixed-fp16 (fp16 keeps subnormals: the gradients have them);
+// LEVEL: none, selective, full_every2 (two layers packed, two recomputed).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,18 +57,21 @@ static void batch(int step, int *tok, int *tgt) {
     }
 }
 
-static Run run(GPTRecompute rc, int every, int two_pass) {
+static Run run_as(GPTRecipe recipe, int fp32_slots, GPTRecompute rc, int every, int two_pass) {
     Ctx ctx;
     ctx_init(&ctx, DEV_CPU, 1, 0);
     GPT g;
     gpt_init(&g, &ctx, &CFG, 7);
     gpt_set_recompute(&g, rc, every);
+    gpt_set_precision(&g, recipe, 5);
+    gpt_set_acts_fp32(&g, fp32_slots);
     gpt_alloc_grads(&g);
     gpt_alloc_acts(&g, B, CFG.seq_len);
     Run out = {0};
     out.n = g.n_params;
     out.act_bytes = ctx.ledger.current[MEM_ACTIVATIONS];
     AdamWConfig oc = adamw_default_config();
+    oc.master = gpt_recipe_master(recipe);
     AdamW opt;
     adamw_init(&opt, &g, &oc, 0, g.n_params);
     int T = CFG.seq_len, L = CFG.n_layer, tok[B * 8], tgt[B * 8];
@@ -88,12 +103,64 @@ static Run run(GPTRecompute rc, int every, int two_pass) {
     ctx_destroy(&ctx);
     return out;
 }
+static Run run(GPTRecompute rc, int every, int two_pass) {
+    return run_as(PREC_FP32, 0, rc, every, two_pass);
+}
 
 // The first element where a and b differ, or -1.
 static long first_diff(const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (memcmp(&a[i], &b[i], sizeof(float))) return (long)i;
     return -1;
+}
+
+static void free_run(Run *r) {
+    free(r->grads);
+    free(r->params);
+}
+
+// The 2-byte storage against fp32 slots holding the same numbers.
+static void test_packed(TestState *ts, const ModelSpec *m) {
+    static const struct { const char *name; GPTRecompute rc; Recompute mm; int every; } levels[] = {
+        {"none", GPT_RECOMPUTE_NONE, RECOMPUTE_NONE, 1},
+        {"selective", GPT_RECOMPUTE_SELECTIVE, RECOMPUTE_SELECTIVE, 1},
+        {"full_every2", GPT_RECOMPUTE_FULL, RECOMPUTE_FULL, 2},
+    };
+    static const GPTRecipe recipes[] = {PREC_MIXED_BF16, PREC_MIXED_FP16};
+    char name[96];
+    for (size_t r = 0; r < 2; r++)
+        for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
+            const char *rn = gpt_recipe_name(recipes[r]);
+            Run slots = run_as(recipes[r], 1, levels[i].rc, levels[i].every, 0);
+            Run packed = run_as(recipes[r], 0, levels[i].rc, levels[i].every, 0);
+            long d = first_diff(packed.grads, slots.grads, slots.n);
+            snprintf(name, sizeof name, "mp.packed.%s.%s.grads", rn, levels[i].name);
+            test_report(ts, d < 0 && memcmp(&packed.loss, &slots.loss, sizeof(float)) == 0, name,
+                        "loss %.7f vs %.7f in fp32 slots; %s", packed.loss, slots.loss,
+                        d < 0 ? "every gradient bitwise" : "gradients differ");
+            if (d >= 0) printf("  first difference at element %ld: %.9g vs %.9g\n", d,
+                               packed.grads[d], slots.grads[d]);
+            d = first_diff(packed.params, slots.params, slots.n);
+            snprintf(name, sizeof name, "mp.packed.%s.%s.steps", rn, levels[i].name);
+            test_report(ts, d < 0, name, "weights after %d AdamW steps %s", STEPS,
+                        d < 0 ? "bitwise" : "differ");
+            double pred = mm_course_stage_act_bytes(m, B, CFG.seq_len, 1, 0, 1, 0, 1,
+                                                    levels[i].mm, levels[i].every, 1);
+            snprintf(name, sizeof name, "mp.packed.%s.%s.memory", rn, levels[i].name);
+            test_report(ts, (double)packed.act_bytes == pred && packed.act_bytes < slots.act_bytes,
+                        name, "activations %zu B (calculator %.0f); in fp32 slots %zu B",
+                        packed.act_bytes, pred, slots.act_bytes);
+            free_run(&slots);
+            free_run(&packed);
+        }
+    Run slots = run_as(PREC_MIXED_BF16, 1, GPT_RECOMPUTE_NONE, 1, 0);
+    Run zb = run_as(PREC_MIXED_BF16, 0, GPT_RECOMPUTE_NONE, 1, 1);
+    int same = first_diff(zb.grads, slots.grads, slots.n) < 0 &&
+               first_diff(zb.params, slots.params, slots.n) < 0;
+    test_report(ts, same, "mp.packed.bf16.two_pass", "input pass then weight pass, packed, "
+                "against one pass in fp32 slots: %s", same ? "bitwise" : "differs");
+    free_run(&slots);
+    free_run(&zb);
 }
 
 int main(void) {
@@ -110,10 +177,16 @@ int main(void) {
     for (size_t i = 0; i < sizeof levels / sizeof *levels; i++)
         for (const char *part = "grads"; part; part = strcmp(part, "grads") == 0 ? "memory" : 0)
             printf("PLAN mp.recompute.%s.%s\n", levels[i].name, part);
+    static const char *const packed_names[] = {"mixed-bf16.none", "mixed-bf16.selective",
+        "mixed-bf16.full_every2", "mixed-fp16.none", "mixed-fp16.selective", "mixed-fp16.full_every2"};
+    for (int i = 0; i < 6; i++)
+        printf("PLAN mp.packed.%s.grads\nPLAN mp.packed.%s.steps\nPLAN mp.packed.%s.memory\n",
+               packed_names[i], packed_names[i], packed_names[i]);
+    printf("PLAN mp.packed.bf16.two_pass\n");
 
     Run base = run(GPT_RECOMPUTE_NONE, 1, 0);
     double base_pred = mm_course_stage_act_bytes(&m, B, CFG.seq_len, 1, 0, 1, 0, 1,
-                                                 RECOMPUTE_NONE, 1);
+                                                 RECOMPUTE_NONE, 1, 0);
     char name[96];
     for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
         Run r = run(levels[i].rc, levels[i].every, 0);
@@ -125,7 +198,7 @@ int main(void) {
         if (d >= 0) printf("  first difference at element %ld: %.9g vs %.9g\n", d, r.grads[d],
                            base.grads[d]);
         double pred = mm_course_stage_act_bytes(&m, B, CFG.seq_len, 1, 0, 1, 0, 1, levels[i].mm,
-                                                levels[i].every);
+                                                levels[i].every, 0);
         snprintf(name, sizeof name, "mp.recompute.%s.memory", levels[i].name);
         test_report(&ts, (double)r.act_bytes == pred && r.act_bytes < base.act_bytes, name,
                     "activations %zu B (calculator %.0f; none %zu, calculator %.0f)", r.act_bytes,
@@ -146,6 +219,7 @@ int main(void) {
                 "activations %zu B, calculator %.0f", base.act_bytes, base_pred);
     free(zb.grads);
     free(zb.params);
+    test_packed(&ts, &m);
     free(base.grads);
     free(base.params);
     printf("%d passed, %d failed\n", ts.passed, ts.failed);

@@ -64,7 +64,7 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
     // TODO(exercise): Korthikanti et al., generalised.
     //  - Nothing to count without an architecture (m->raw_params > 0): return 0.
     //  - RECIPE_COURSE is this code exactly: 4 bytes x (b*s*(16h + 4) + b*a*s*s) -- read
-    //    gpt_alloc_acts in common/model.c and find the 16 tensors and the 4 statistics.
+    //    gpt_acts_alloc in common/model_acts.c and find the 16 tensors and the 4 statistics.
     //    On one of t = s->tp ranks (stage 04) the 12h of qkv, atty, fch, fch_gelu and the
     //    a heads divide by t; the other 4h + 4 only with s->sp (see mm_course_act_bytes).
     //  - Otherwise e = mm_act_elem_bytes(s->recipe) bytes per element, and a 1-byte mask
@@ -104,7 +104,7 @@ double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
 // What gpt_alloc_acts charges to MEM_ACTIVATIONS for a (B, T) batch on one of tp
 // tensor-parallel ranks, with sequence parallelism when sp.
 double mm_course_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp) {
-    // TODO(exercise): read gpt_alloc_acts in common/model.c and add up its act_floats
+    // TODO(exercise): read gpt_acts_alloc in common/model_acts.c and add up its act_floats
     // (in fp32) and the two int32 arrays of token ids it allocates beside them. Your
     // number must match build/measure's ledger exactly, to the byte: every term counts.
     // Start with tp = 1 (no sp): the whole model, as stages 01-03 run it. Then what
