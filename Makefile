@@ -75,23 +75,28 @@ else
   CORE_OBJS += $(BUILD)/common/comm_mpi_absent.o
 endif
 
-# CUDA: the backend, the GPU collectives (comm_cuda*.cu) and the probe's query
-# are nvcc's; without nvcc their *_absent.c stand-ins say so at run time. The
-# probe's meaning (cuda_probe.c: skip or fail, which GPU a rank takes) is C, in
-# every build.
+# CUDA: the backend, the GPU collectives (comm_cuda*.cu), the probe's query and
+# the GPU clock are nvcc's, built as one shared library, $(BUILD)/libcourse_cuda.so,
+# which the programs load only when a run asks for the GPU (common/cuda_plugin.c:
+# a CPU run does not pay for mapping cuBLAS and NCCL). Without nvcc there is no
+# library and cuda_plugin.c answers "this build has no CUDA". The probe's meaning
+# (cuda_probe.c: skip or fail, which GPU a rank takes) is C, in every build.
 CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_split ops_cuda_precision comm_cuda comm_cuda_nccl \
              comm_cuda_ipc cuda_query comm_cuda_p2p comm_cuda_p2p_nccl gpu_clock
 CUDA_OBJS := $(CUDA_SRCS:%=$(BUILD)/common/%.o)
-CORE_OBJS += $(BUILD)/common/cuda_probe.o
+CORE_OBJS += $(BUILD)/common/cuda_probe.o $(BUILD)/common/cuda_plugin.o
+# -rdynamic: the library calls the core (CHECK, the ledger, the host comm) in the
+# program that loaded it.
+LDLIBS    += -rdynamic -ldl
 ifneq ($(NVCC),)
-  CORE_OBJS += $(CUDA_OBJS)
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 \
+  CUDA_LIB  := $(BUILD)/libcourse_cuda.so
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 \
                -Wl,-rpath,$(NCCL_HOME)/lib -lcublas -lcudart -lnccl -lstdc++
+  NVCCFLAGS += -Xcompiler -fPIC
   CFLAGS    += -I$(CUDA_HOME)/include
+  $(BUILD)/common/cuda_plugin.o: CFLAGS += -DCOURSE_CUDA_BUILT
   HAVE_CUDA := yes
 else
-  CORE_OBJS += $(BUILD)/common/ops_cuda_absent.o $(BUILD)/common/comm_cuda_absent.o \
-               $(BUILD)/common/cuda_query_absent.o
   HAVE_CUDA := no
 endif
 
@@ -109,7 +114,7 @@ include $(wildcard [0-9][0-9]_*/stage.mk)
 .SECONDARY:
 
 .PHONY: all test check sanitize gpu-test bench-core demo clean report-build grade-check report
-all: report-build $(BINS)
+all: report-build $(BINS) $(CUDA_LIB)
 
 report-build:
 	@echo "build: CPU core -> $(BUILD)/ ; CUDA: $(if $(NVCC),$(NVCC),not found (CUDA backend skipped))\
@@ -128,6 +133,11 @@ $(BUILD)/common/comm_mpi.o: common/comm_mpi.c common/*.h
 $(CUDA_OBJS): $(BUILD)/common/%.o: common/%.cu common/*.h common/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# -Bsymbolic: the library's calls to its own functions stay inside it (the programs
+# define the same names in cuda_plugin.c, which forward here).
+$(CUDA_LIB): $(CUDA_OBJS)
+	$(CC) -shared -Wl,-Bsymbolic $^ -o $@ $(CUDA_LIBS)
 
 $(BUILD)/train: $(BUILD)/common/train.o $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

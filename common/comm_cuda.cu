@@ -270,10 +270,6 @@ static void choose(GpuComm *gc, const DevInfo *all, GpuAlgo want) {
 
 // ================================================================ 4. the API
 
-extern "C" const char *gpu_algo_name(GpuAlgo a) {
-    return a == GPU_NCCL ? "nccl" : a == GPU_IPC ? "ipc" : "auto";
-}
-
 // gpu_comm_new and gpu_comm_try: why == NULL exits where the other returns NULL.
 static GpuComm *open_comm(Comm *c, Group *g, Ctx *ctx, GpuAlgo want, char *why, size_t why_n) {
     CHECK(ctx->device == DEV_CUDA && ctx->backend, "gpu_comm_new: the context is not a CUDA "

@@ -35,8 +35,9 @@
 // The code: comm_cuda.cu (the object, waiting, placement, the API),
 // comm_cuda_nccl.cu, comm_cuda_ipc.cu, comm_cuda_p2p.cu (point to point),
 // gpu_clock.cu (GPU times for timelines); which GPU a rank takes is
-// cuda_probe.c's. Builds without nvcc link comm_cuda_absent.c instead:
-// everything here that needs a GPU stops with "this build has no CUDA".
+// cuda_probe.c's. All of it is in the backend's library, libcourse_cuda.so,
+// which cuda_plugin.c loads on the first call; in a build without nvcc there is
+// none, and everything here that needs a GPU stops with "this build has no CUDA".
 #pragma once
 #include <stddef.h>
 

@@ -1,8 +1,8 @@
 // cuda_probe.c — the meaning of the CUDA probe (cuda_probe.h), and which GPU a
 // rank takes (comm_cuda.h's gpu_pick_device, gpu_check_launch).
 //
-// Plain C, in every build: cuda_probe_query (cuda_query.cu, or
-// cuda_query_absent.c without nvcc) supplies the raw answer, and everything
+// Plain C, in every build: cuda_probe_query (cuda_query.cu, through
+// cuda_plugin.c) supplies the raw answer, and everything
 // that decides what it means lives here, once, for builds with and without CUDA.
 #include <dirent.h>
 #include <errno.h>
@@ -80,6 +80,7 @@ void cuda_probe(CudaProbe *p) {
         snprintf(p->why, sizeof p->why, "this build has no CUDA (nvcc was not found at build time)");
         return;
     }
+    if (p->state == CUDA_BROKEN) return;  // the backend's library would not load: p->why says why
     if (p->no_driver) p->nvidia_pci = nvidia_pci_gpus();
     if (p->error == 0 && p->devices > 0) {
         p->state = CUDA_READY;

@@ -82,7 +82,8 @@ int cuda_probe_can_share(const CudaProbe *p, int ranks, char *why, size_t n);
 // "FAIL <test>.cuda_probe  <why>" and returns 1 (broken). main returns it.
 int cuda_probe_gate(const CudaProbe *p, const char *test);
 
-// Implemented by cuda_query.cu (or cuda_query_absent.c without nvcc): asks CUDA
+// Implemented by cuda_query.cu, through cuda_plugin.c (which answers "not built"
+// without nvcc, "broken" where the backend's library will not load): asks CUDA
 // (or the fake) for the raw answer; cuda_probe() classifies it.
 void cuda_probe_query(CudaProbe *p);
 

@@ -191,8 +191,9 @@ struct Ops {
 };
 
 extern const Ops ops_cpu;
-// The CUDA table: defined in ops_cuda.cu when the build found nvcc. Without it,
-// ops_cuda_absent.c returns NULL and ctx_init(DEV_CUDA) says this build has no CUDA.
+// The CUDA table: defined in ops_cuda.cu, in the backend's library when the build
+// found nvcc (cuda_plugin.c loads it). Without it, NULL, and ctx_init(DEV_CUDA)
+// says this build has no CUDA.
 const Ops *ops_cuda_table(void);
 
 #ifdef __cplusplus

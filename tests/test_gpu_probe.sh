@@ -12,6 +12,9 @@
 #      skips, naming the mode, and ddp_train and pp_train refuse before launching;
 #   4. the rank-to-GPU map reads LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
 #      SLURM_LOCALID (in that order), and not under the built-in launcher.
+#   5. the CUDA backend is a library the programs load when a run asks for the
+#      GPU: no program needs cuBLAS or NCCL to start, and a program whose
+#      library is missing fails the GPU tests, naming the file.
 #
 # One PASS/FAIL line per check, for tests/run.sh. A build without CUDA: SKIP.
 set -u
@@ -127,4 +130,13 @@ expect ompi_before_slurm nonzero 'GPU 3 of 4 \(from OMPI_COMM_WORLD_LOCAL_RANK=3
 expect builtin_launcher_ignores_env nonzero 'launcher: rank' -- \
     env COURSE_FAKE_CUDA_DEVICES=4 SLURM_LOCALID=6 "$B/ddp_train" --np 2 --device cuda --preset tiny --steps 1 --timeout 5
 absent builtin_launcher_ignores_env 'from SLURM_LOCALID' "forked ranks take GPU rank % GPUs, not the launcher's SLURM_LOCALID"
+
+# 5. The backend's library: loaded on demand, never linked in.
+expect train_needs_no_cuda_libs 0 'libc\.so' -- ldd "$B/train"
+absent train_needs_no_cuda_libs 'libcublas|libnccl|libcudart' "build/train starts without cuBLAS, NCCL or the CUDA runtime"
+expect backend_has_the_cuda_libs 0 'libcublas' -- ldd "$B/libcourse_cuda.so"
+mkdir -p "$out/alone/tests"
+cp "$B/tests/test_gpu" "$out/alone/tests/"
+expect missing_backend_fails 1 '^FAIL gpu\.cuda_probe  the CUDA backend libcourse_cuda\.so is in neither' -- \
+    "$out/alone/tests/test_gpu"
 [ "$fails" -eq 0 ]
