@@ -24,28 +24,34 @@ S6_MODEL="--layers 4 --width 32 --heads 4 --seq 8 --vocab 61"
 S6_TRAIN="--steps 3 --batch 2 --grad-accum 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1"
 export S6_MODEL S6_TRAIN
 
-# Recompute composes with every parallel layout: a driver run with --recompute ...
-# ends with the weights of the same run without it, bit for bit (cmp of the saved
-# files), and its activation peak (the MEM line) is smaller.
-s6_recompute() {  # s6_recompute NAME "RECOMPUTE FLAGS" BINARY [FLAGS...]
-    local name=$1 level=$2 bin=$3 f="$S6_DIR/rc.$1"; shift 3
-    echo "PLAN mp.recompute.driver.$name"
-    if ! "$BUILD/$bin" $S6_MODEL $S6_TRAIN "$@" --save-params "$f.none.safetensors" \
-            >"$f.none.log" 2>&1 ||
-       ! "$BUILD/$bin" $S6_MODEL $S6_TRAIN "$@" --recompute $level \
-            --save-params "$f.rc.safetensors" >"$f.rc.log" 2>&1; then
-        echo "FAIL mp.recompute.driver.$name  a run failed: $(grep -h -m1 -iE 'error|killed' "$f".*.log | cut -c1-300)"
+# s6_bitwise CHECK "FLAGS A" "FLAGS B" BINARY [FLAGS...]: the driver run with A and
+# with B ends with the same weights, bit for bit (cmp of the saved files); the MEM
+# lines' activation peaks are reported.
+s6_bitwise() {
+    local check=$1 fa=$2 fb=$3 bin=$4 f="$S6_DIR/$1"; shift 4
+    echo "PLAN $check"
+    if ! "$BUILD/$bin" $S6_MODEL $S6_TRAIN "$@" $fa --save-params "$f.a.safetensors" >"$f.a.log" 2>&1 ||
+       ! "$BUILD/$bin" $S6_MODEL $S6_TRAIN "$@" $fb --save-params "$f.b.safetensors" >"$f.b.log" 2>&1; then
+        echo "FAIL $check  a run failed: $(grep -h -m1 -iE 'error|killed' "$f".*.log | cut -c1-300)"
         return 1
     fi
     local a0 a1
-    a0=$(grep -m1 -oE 'activations [0-9.]+[kMG]?B' "$f.none.log" | tail -1)
-    a1=$(grep -m1 -oE 'activations [0-9.]+[kMG]?B' "$f.rc.log" | tail -1)
-    if cmp -s "$f.none.safetensors" "$f.rc.safetensors"; then
-        echo "PASS mp.recompute.driver.$name  $bin $* --recompute $level: weights bitwise; peak $a0 -> $a1"
+    a0=$(grep -m1 -oE 'activations [0-9.]+[kMG]?B' "$f.a.log" | tail -1)
+    a1=$(grep -m1 -oE 'activations [0-9.]+[kMG]?B' "$f.b.log" | tail -1)
+    if cmp -s "$f.a.safetensors" "$f.b.safetensors"; then
+        echo "PASS $check  $bin $* ${fa:-(plain)} vs ${fb:-(plain)}: weights bitwise; peak $a0 -> $a1"
     else
-        echo "FAIL mp.recompute.driver.$name  $bin $* --recompute $level: the weights differ from the run without recompute"
+        echo "FAIL $check  $bin $*: the weights with ${fa:-(plain)} and with ${fb:-(plain)} differ"
         return 1
     fi
+}
+export -f s6_bitwise
+
+# Recompute composes with every parallel layout: a driver run with --recompute ...
+# ends with the weights of the same run without it, and its activation peak is smaller.
+s6_recompute() {  # s6_recompute NAME "RECOMPUTE FLAGS" BINARY [FLAGS...]
+    local name=$1 level=$2; shift 2
+    s6_bitwise "mp.recompute.driver.$name" "" "--recompute $level" "$@"
 }
 export -f s6_recompute
 run mp-recompute-train s6_recompute train.full full train
@@ -168,6 +174,13 @@ run mp-recompute-pp s6_recompute pp2.1f1b.selective selective pp_train --np 2 --
 run mp-recompute-pp-interleaved s6_recompute pp2.interleaved.full full pp_train --np 2 --pp 2 --schedule interleaved --chunks 2 --timeout 20
 run mp-compose-pp env S6_TRAIN="--steps 5 --batch 2 --grad-accum 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1" \
     bash -c 's6_compose pp2.1f1b pp_train --np 2 --pp 2 --schedule 1f1b --timeout 20'
+# The 2-byte activations in the pipeline: every chunk packs its layers, and ZB-H1's
+# weight pass unpacks them once more, after the input-gradient pass; the weights
+# are those of fp32 slots (--acts-fp32), bit for bit.
+run mp-packed-pp-zb s6_bitwise mp.packed.driver.pp2.zb-h1 "--acts-fp32" "" pp_train --np 2 --pp 2 \
+    --schedule zb-h1 --precision mixed-bf16 --timeout 20
+run mp-packed-pp-interleaved s6_bitwise mp.packed.driver.pp2.interleaved "--acts-fp32" "" pp_train --np 2 \
+    --pp 2 --schedule interleaved --chunks 2 --precision mixed-bf16 --timeout 20
 
 # Refusals, before any rank starts: what cannot work is named.
 s6_refuse() {  # s6_refuse NAME PATTERN BINARY FLAGS...
