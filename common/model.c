@@ -245,7 +245,7 @@ void gpt_blocks_forward(GPT *g, const float *x, int l0, int l1, int B, int T) {
         gpt_use(g, 1 + l, GPT_NEED_PARAMS);
         LayerActs a = forward_target(g, l);
         gpt_layer_forward(g, &a, x, l, B, T);
-        if (gpt_layer_packed(g, l)) gpt_pack_layer(g, l, B, T);
+        gpt_pack_layer(g, l, B, T);
         x = g->acts.layers[l].res_mlp;
     }
 }

@@ -211,8 +211,12 @@ static void move_packed(GPT *g, int l, int B, int T, int pack) {
         else ctx->ops->unpack_half(ctx, t[i], q, n[i], g->prec.dtype);
     }
 }
-void gpt_pack_layer(GPT *g, int l, int B, int T) { move_packed(g, l, B, T, 1); }
-void gpt_unpack_layer(GPT *g, int l, int B, int T) { move_packed(g, l, B, T, 0); }
+void gpt_pack_layer(GPT *g, int l, int B, int T) {
+    if (gpt_layer_packed(g, l)) move_packed(g, l, B, T, 1);
+}
+void gpt_unpack_layer(GPT *g, int l, int B, int T) {
+    if (gpt_layer_packed(g, l)) move_packed(g, l, B, T, 0);
+}
 
 void gpt_alloc_acts(GPT *g, int B, int T) {
     CHECK(!g->acts.buffer, "activations already allocated");

@@ -96,7 +96,7 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
     for (int l = l1 - 1; l >= l0; l--) {
         const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
         gpt_use(g, 1 + l, GPT_NEED_PARAMS | GPT_NEED_GRADS);
-        if (gpt_layer_packed(g, l)) gpt_unpack_layer(g, l, B, T);  // the 2-byte copy, back
+        gpt_unpack_layer(g, l, B, T);  // the 2-byte copy, back
         LayerActs a = gpt_recompute_layer(g, xin, l, B, T);  // what the forward did not keep
         gpt_layer_backward(g, &a, xin, dx, l, B, T);
         fire_hook(g, 1 + l);
@@ -132,7 +132,7 @@ void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1
         const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
         float *k = keep + (size_t)(l - l0) * NC * KEEP_PER_TOKEN;
         gpt_use(g, 1 + l, GPT_NEED_PARAMS);
-        if (gpt_layer_packed(g, l)) gpt_unpack_layer(g, l, B, T);
+        gpt_unpack_layer(g, l, B, T);
         LayerActs ra = gpt_recompute_layer(g, xin, l, B, T), *a = &ra;
 #define W(i) param_at(g, block_slice(l, i))
         // The same calls as gpt_blocks_backward, without the weight gradients; each
@@ -183,7 +183,7 @@ void gpt_blocks_backward_weight(GPT *g, const float *x, int l0, int l1, int B, i
         const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
         const float *k = keep + (size_t)(l - l0) * NC * KEEP_PER_TOKEN;
         gpt_use(g, 1 + l, GPT_NEED_PARAMS | GPT_NEED_GRADS);
-        if (gpt_layer_packed(g, l)) gpt_unpack_layer(g, l, B, T);  // the input pass's is gone
+        gpt_unpack_layer(g, l, B, T);  // the input pass's is gone
 #define W(i) param_at(g, block_slice(l, i))
 #define D(i) grad_at(g, block_slice(l, i))
         o->matmul_backward(ctx, NULL, D(GPT_FCPROJW), D(GPT_FCPROJB), k + KEEP_FCPROJ * NC,

@@ -34,6 +34,7 @@ static inline void gpt_round(const GPT *g, float *x, size_t n) {
 
 // A packed layer's tensors between its 2-byte copy in g->acts and the shared window
 // (g->remat) the layer computes in: after its forward, and before its backward.
+// Nothing to do for a layer that is not packed (gpt_layer_packed).
 void gpt_pack_layer(GPT *g, int l, int B, int T);
 void gpt_unpack_layer(GPT *g, int l, int B, int T);
 

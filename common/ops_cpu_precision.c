@@ -47,23 +47,24 @@ static inline float fp8_round(float y, Fp8Round R) {
     return r;
 }
 
+// f32_to_bf16's bits, in a form the compiler vectorises: round to nearest even on
+// the 16 dropped bits; a NaN keeps its top bits and sets the quiet bit.
+static inline uint32_t bf16_bits(uint32_t v) {
+    uint32_t rne = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
+    uint32_t nan = (v | 0x00400000u) >> 16;
+    return (v & 0x7fffffffu) > 0x7f800000u ? nan : rne;
+}
+
 void cpu_round_to(Ctx *ctx, float *x, size_t n, DType dt) {
     (void)ctx;
     CHECK(dt == DT_F32 || dt == DT_BF16 || dt == DT_F16 || dt == DT_E4M3 || dt == DT_E5M2,
           "round_to: %s is not a float type to round to", dtype_name(dt));
     if (dt == DT_F32) return;
     if (dt == DT_BF16) {
-        // The hot case (mixed-bf16 rounds every tensor it writes): f32_to_bf16 and
-        // back, written so the compiler vectorises it. Same bits: round to nearest
-        // even on the 16 dropped bits; a NaN keeps its top bits and sets the quiet bit.
+        // The hot case (mixed-bf16 rounds every tensor it writes): to bf16 and back.
         uint32_t *u = (uint32_t *)x;
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            uint32_t v = u[i];
-            uint32_t rne = (v + 0x7fffu + ((v >> 16) & 1u)) & 0xffff0000u;
-            uint32_t nan = (v | 0x00400000u) & 0xffff0000u;
-            u[i] = (v & 0x7fffffffu) > 0x7f800000u ? nan : rne;
-        }
+        for (size_t i = 0; i < n; i++) u[i] = bf16_bits(u[i]) << 16;
         return;
     }
 #if defined(__FLT16_MAX__) && defined(__F16C__)
@@ -120,15 +121,9 @@ void cpu_pack_half(Ctx *ctx, uint16_t *dst, const float *src, size_t n, DType dt
     CHECK(dt == DT_BF16 || dt == DT_F16, "pack_half: %s is not a 2-byte float type (bf16, fp16)",
           dtype_name(dt));
     if (dt == DT_BF16) {
-        // f32_to_bf16's bits (round to nearest even, NaN quiet), as round_to's loop.
         const uint32_t *u = (const uint32_t *)src;
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            uint32_t v = u[i];
-            uint32_t rne = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
-            uint32_t nan = (v | 0x00400000u) >> 16;
-            dst[i] = (uint16_t)((v & 0x7fffffffu) > 0x7f800000u ? nan : rne);
-        }
+        for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)bf16_bits(u[i]);
         return;
     }
 #if defined(__FLT16_MAX__) && defined(__F16C__)
