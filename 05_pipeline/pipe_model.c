@@ -85,7 +85,8 @@ static float pipe_micro_batches(GPT *g, const int *tokens, const int *targets, i
             gpt_set_precision(P->model[c], g->prec.recipe, g->prec.seed);
             gpt_set_acts_fp32(P->model[c], g->acts_fp32);
         }
-        for (int c = 0; c < P->v; c++) gpt_alloc_workspace(P->model[c], B, T);
+        // One rank computes one chunk at a time: one workspace, one shared layer.
+        gpt_alloc_workspace_shared(P->model, P->v, B, T);
     }
     for (int c = 1; c < P->v; c++) P->model[c]->prec.loss_scale = g->prec.loss_scale;
     CHECK(B == P->B && T == P->T, "micro-batches of %dx%d, the pipeline was set up for %dx%d", B,

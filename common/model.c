@@ -114,8 +114,9 @@ void gpt_free(GPT *g) {
     Ctx *ctx = g->ctx;
     gpt_acts_free(g, &g->acts);
     gpt_fp8_free(g);
-    if (g->work_buffer) mem_free(ctx, MEM_WORKSPACE, g->work_buffer, g->work_floats * sizeof(float));
-    if (g->remat_buffer)
+    if (g->work_buffer && !g->scratch_borrowed)
+        mem_free(ctx, MEM_WORKSPACE, g->work_buffer, g->work_floats * sizeof(float));
+    if (g->remat_buffer && !g->scratch_borrowed)
         mem_free(ctx, MEM_ACTIVATIONS, g->remat_buffer, g->remat_floats * sizeof(float));
     if (g->grads) mem_free(ctx, MEM_GRADS, g->grads, g->n_params * sizeof(float));
     if (g->params) mem_free(ctx, MEM_PARAMS, g->params, g->n_params * sizeof(float));

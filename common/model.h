@@ -278,6 +278,8 @@ struct GPT {
     LayerActs remat;            // SELECTIVE: att; FULL or packed layers: one whole layer
     float *remat_buffer; size_t remat_floats;  // (MEM_ACTIVATIONS)
     int remat_B, remat_T;       // the batch it was sized for (0 until activations exist)
+    int scratch_borrowed;       // 1: the workspace and remat buffers are another model's
+                                // (gpt_alloc_workspace_shared), which frees them
     GPTPrecision prec;          // gpt_set_precision; fp32 by default
     int acts_fp32;              // gpt_set_acts_fp32: a 2-byte recipe's activations in fp32 slots
     struct GPTFp8 *fp8;         // the fp8 recipe's scales per linear layer (model_fp8.c)
@@ -318,6 +320,12 @@ void gpt_alloc_acts(GPT *g, int B, int T);    // MEM_ACTIVATIONS + MEM_WORKSPACE
 // The workspace alone (gpt_alloc_acts = the first set of activations + this): a
 // pipeline stage allocates its activations per micro-batch in flight instead.
 void gpt_alloc_workspace(GPT *g, int B, int T);
+// Models that never compute at the same time (the chunks of an interleaved pipeline
+// rank, stage 05) share one workspace and one shared layer (g->remat): models[0]
+// allocates them, sized for whichever model needs most, and the others point into
+// them. Neither holds anything from one forward or backward call to the next, so
+// one of each per rank is enough, whatever its chunks. Same shapes (tp, sp) only.
+void gpt_alloc_workspace_shared(GPT *const *models, int n, int B, int T);
 // One more set of activations for (B,T), for the layers g computes (a pipeline
 // stage's micro-batches in flight), and its release.
 void gpt_acts_alloc(GPT *g, GPTActs *a, int B, int T);

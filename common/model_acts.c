@@ -105,25 +105,28 @@ static void take_packed_layer(const GPT *g, LayerActs *x, float **p, uint16_t **
 // recompute. One per model, whatever the micro-batches in flight, charged to
 // activations (the calculator counts it there). Sized for the first batch shape
 // the model allocates activations for; every later one must have it.
-static void alloc_window(GPT *g, int B, int T) {
+enum { WINDOW_NONE, WINDOW_ATT, WINDOW_LAYER };
+static int window_kind(const GPT *g) {
+    int kind = WINDOW_NONE;
+    for (int l = g->l0; l < g->l1; l++)
+        if (gpt_layer_recomputed(g, l) || gpt_layer_packed(g, l)) kind = WINDOW_LAYER;
+    if (kind == WINDOW_NONE && g->recompute == GPT_RECOMPUTE_SELECTIVE && g->l1 > g->l0)
+        kind = WINDOW_ATT;
+    return kind;
+}
+
+static void alloc_window(GPT *g, int B, int T, int kind) {
     if (g->remat_B) {
         CHECK(B == g->remat_B && T == g->remat_T, "activations for a %dx%d batch: this model's "
               "shared layer was sized for %dx%d", B, T, g->remat_B, g->remat_T);
         return;
     }
     Shapes s = shapes(g, B, T);
-    int any_full = 0, any_packed = 0;
-    for (int l = g->l0; l < g->l1; l++) {
-        any_full |= gpt_layer_recomputed(g, l);
-        any_packed |= gpt_layer_packed(g, l);
-    }
-    int whole = any_full || any_packed;
-    g->remat_floats = whole ? layer_floats(&s)
-                      : g->recompute == GPT_RECOMPUTE_SELECTIVE && g->l1 > g->l0 ? s.att : 0;
+    g->remat_floats = kind == WINDOW_LAYER ? layer_floats(&s) : kind == WINDOW_ATT ? s.att : 0;
     if (g->remat_floats) {
         g->remat_buffer = mem_alloc(g->ctx, MEM_ACTIVATIONS, g->remat_floats * sizeof(float));
         float *p = g->remat_buffer;
-        if (whole) take_layer(&g->remat, &p, &s, 1, 1);
+        if (kind == WINDOW_LAYER) take_layer(&g->remat, &p, &s, 1, 1);
         else g->remat.att = p;
     }
     g->remat_B = B;
@@ -136,7 +139,7 @@ void gpt_acts_alloc(GPT *g, GPTActs *a, int B, int T) {
           T, c->seq_len);
     char err[200];
     CHECK(gpt_tp_error(c, g->tp.size, g->tp.sp, B, T, err, sizeof err) == NULL, "%s", err);
-    alloc_window(g, B, T);  // packed layers point into it
+    alloc_window(g, B, T, window_kind(g));  // packed layers point into it
     Shapes s = shapes(g, B, T);
     size_t C = s.C, Nl = s.Nl, BT = s.BT;
     // A pipeline stage saves its own layers only, the embedding's output (or the
@@ -224,10 +227,10 @@ void gpt_alloc_acts(GPT *g, int B, int T) {
     gpt_alloc_workspace(g, B, T);
 }
 
-void gpt_alloc_workspace(GPT *g, int B, int T) {
+// Workspace: gradients of activations, reused by every layer in turn; with tensor
+// parallelism also the collectives' full-size buffers. Then the shared layer.
+static void alloc_workspace(GPT *g, int B, int T, int window) {
     CHECK(!g->work_buffer, "workspace already allocated");
-    // Workspace: gradients of activations, reused by every layer in turn; with
-    // tensor parallelism also the collectives' full-size buffers.
     Shapes s = shapes(g, B, T);
     size_t C = s.C, Nl = s.Nl, BT = s.BT, Cl = s.Cl;
     size_t sp_full = g->tp.sp ? BT * C : 0, vocab_work = s.t > 1 ? s.t * BT : 0;
@@ -244,9 +247,42 @@ void gpt_alloc_workspace(GPT *g, int B, int T) {
     g->vocab_work = vocab_work ? TAKE(vocab_work) : NULL;
 #undef TAKE
     CHECK((size_t)(p - g->work_buffer) == g->work_floats, "workspace layout mismatch");
-    alloc_window(g, B, T);
+    alloc_window(g, B, T, window);
     g->B = B;
     g->T = T;
+}
+
+void gpt_alloc_workspace(GPT *g, int B, int T) { alloc_workspace(g, B, T, window_kind(g)); }
+
+void gpt_alloc_workspace_shared(GPT *const *models, int n, int B, int T) {
+    CHECK(n >= 1, "gpt_alloc_workspace_shared: no models");
+    GPT *owner = models[0];
+    int kind = WINDOW_NONE;
+    for (int i = 0; i < n; i++) {
+        int k = window_kind(models[i]);
+        kind = k > kind ? k : kind;
+        CHECK(models[i]->tp.size == owner->tp.size && models[i]->tp.sp == owner->tp.sp &&
+              models[i]->cfg.n_embd == owner->cfg.n_embd && models[i]->cfg.n_head == owner->cfg.n_head,
+              "gpt_alloc_workspace_shared: model %d has other shapes than model 0", i);
+    }
+    alloc_workspace(owner, B, T, kind);
+    for (int i = 1; i < n; i++) {
+        GPT *g = models[i];
+        CHECK(!g->work_buffer && !g->remat_B, "gpt_alloc_workspace_shared: model %d already has a "
+              "workspace", i);
+        // Every pointer into the owner's two buffers; the owner frees them.
+        g->work_buffer = owner->work_buffer; g->work_floats = owner->work_floats;
+        g->dres = owner->dres; g->dln = owner->dln; g->datty = owner->datty;
+        g->dqkv = owner->dqkv; g->dbig = owner->dbig; g->dbig2 = owner->dbig2;
+        g->datt = owner->datt; g->sp_full = owner->sp_full; g->sp_dfull = owner->sp_dfull;
+        g->vocab_work = owner->vocab_work;
+        g->remat = owner->remat;
+        g->remat_buffer = owner->remat_buffer; g->remat_floats = owner->remat_floats;
+        g->remat_B = owner->remat_B; g->remat_T = owner->remat_T;
+        g->B = B;
+        g->T = T;
+        g->scratch_borrowed = 1;
+    }
 }
 
 void gpt_set_recompute(GPT *g, GPTRecompute level, int every) {

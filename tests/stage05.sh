@@ -47,6 +47,29 @@ s5_driver() {  # s5_driver NAME NP [FLAGS...]
 run pp-driver-1f1b s5_driver 1f1b.p4 4 --pp 4 --schedule 1f1b
 run pp-driver-interleaved s5_driver interleaved.p2 2 --pp 2 --schedule interleaved --chunks 2
 
+# A rank computes one chunk at a time, so its chunks share one gradient workspace
+# (gpt_alloc_workspace_shared): the workspace of an interleaved rank with 2 chunks is
+# that of a 1F1B rank (the MEM lines' ledger peaks, every rank).
+s5_workspace() {
+    local f="$S5_DIR/workspace" s w
+    echo "PLAN pp.memory.workspace_per_rank"
+    for s in 1f1b interleaved; do
+        if ! "$BUILD/pp_train" --np 2 --pp 2 --schedule "$s" --chunks $([ "$s" = 1f1b ] && echo 1 || echo 2) \
+                --timeout 20 $S5_MODEL $S5_TRAIN --steps 1 >"$f.$s.log" 2>&1; then
+            echo "FAIL pp.memory.workspace_per_rank  the $s run failed: $(grep -m1 -E 'error|killed' "$f.$s.log")"
+            return 1
+        fi
+    done
+    w=$(grep -h '^MEM' "$f.1f1b.log" "$f.interleaved.log" | grep -oE 'workspace=[0-9]+' | sort -u)
+    if [ "$(grep -c '^MEM' "$f.interleaved.log")" = 2 ] && [ "$(wc -l <<<"$w")" = 1 ] && [ "$w" != "workspace=0" ]; then
+        echo "PASS pp.memory.workspace_per_rank  1f1b and interleaved (2 chunks), every rank: $w bytes"
+    else
+        echo "FAIL pp.memory.workspace_per_rank  the ranks' workspaces differ: $(echo $w)"
+        return 1
+    fi
+}
+run pp-memory-workspace s5_workspace
+
 # A rank killed mid-pipeline: the launcher names it, its neighbour names what it
 # waited for, within the timeout, no hang.
 s5_kill() {

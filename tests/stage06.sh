@@ -172,6 +172,9 @@ run mp-overflow s6_overflow
 # ends within 2^-8 of one process in mixed-bf16, as the layouts above.
 run mp-recompute-pp s6_recompute pp2.1f1b.selective selective pp_train --np 2 --pp 2 --schedule 1f1b --timeout 20
 run mp-recompute-pp-interleaved s6_recompute pp2.interleaved.full full pp_train --np 2 --pp 2 --schedule interleaved --chunks 2 --timeout 20
+# Every 3rd layer of 4: rank 1's first chunk (layer 1) keeps everything, its second
+# (layer 3) recomputes, so the rank's one shared layer is sized by the second chunk.
+run mp-recompute-pp-interleaved-every s6_recompute pp2.interleaved.full_every3 "full --recompute-every 3" pp_train --np 2 --pp 2 --schedule interleaved --chunks 2 --timeout 20
 run mp-compose-pp env S6_TRAIN="--steps 5 --batch 2 --grad-accum 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1" \
     bash -c 's6_compose pp2.1f1b pp_train --np 2 --pp 2 --schedule 1f1b --timeout 20'
 # The 2-byte activations in the pipeline: every chunk packs its layers, and ZB-H1's
@@ -179,8 +182,25 @@ run mp-compose-pp env S6_TRAIN="--steps 5 --batch 2 --grad-accum 2 --lr 1e-3 --l
 # are those of fp32 slots (--acts-fp32), bit for bit.
 run mp-packed-pp-zb s6_bitwise mp.packed.driver.pp2.zb-h1 "--acts-fp32" "" pp_train --np 2 --pp 2 \
     --schedule zb-h1 --precision mixed-bf16 --timeout 20
-run mp-packed-pp-interleaved s6_bitwise mp.packed.driver.pp2.interleaved "--acts-fp32" "" pp_train --np 2 \
-    --pp 2 --schedule interleaved --chunks 2 --precision mixed-bf16 --timeout 20
+# Interleaved: a rank's chunks share one fp32 layer to compute in (one per rank, not
+# per chunk), so even with one layer a chunk the 2-byte copies take less than fp32
+# slots, on every rank (the MEM lines' activation peaks).
+s6_packed_interleaved() {
+    local c=mp.packed.driver.pp2.interleaved f="$S6_DIR/mp.packed.driver.pp2.interleaved" r a b
+    s6_bitwise "$c" "--acts-fp32" "" pp_train --np 2 --pp 2 --schedule interleaved --chunks 2 \
+        --precision mixed-bf16 --timeout 20 || return 1
+    echo "PLAN mp.packed.interleaved_smaller"
+    for r in 0 1; do
+        a=$(grep -m1 "^MEM rank=$r " "$f.a.log" | grep -oE 'activations=[0-9]+' | cut -d= -f2)
+        b=$(grep -m1 "^MEM rank=$r " "$f.b.log" | grep -oE 'activations=[0-9]+' | cut -d= -f2)
+        if [ -z "$a" ] || [ -z "$b" ] || [ "$b" -ge "$a" ]; then
+            echo "FAIL mp.packed.interleaved_smaller  rank $r: 2-byte ${b:-?} B, fp32 slots ${a:-?} B"
+            return 1
+        fi
+        echo "PASS mp.packed.interleaved_smaller  rank $r: 2-byte $b B < fp32 slots $a B"
+    done
+}
+run mp-packed-pp-interleaved s6_packed_interleaved
 
 # Refusals, before any rank starts: what cannot work is named.
 s6_refuse() {  # s6_refuse NAME PATTERN BINARY FLAGS...
