@@ -158,6 +158,9 @@ $(BUILD)/tests/test_gpu: $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o
 # every test links it in.
 $(BUILD)/tests/test_publish.o $(BUILD)/tests/power_loss_disk.o: tests/power_loss_disk.h
 $(BUILD)/tests/test_publish: $(BUILD)/tests/power_loss_disk.o
+# test_json: its fuzzer and the helpers both parts share.
+$(BUILD)/tests/test_json.o $(BUILD)/tests/json_check.o $(BUILD)/tests/json_fuzz.o: tests/json_check.h
+$(BUILD)/tests/test_json: $(BUILD)/tests/json_check.o $(BUILD)/tests/json_fuzz.o
 # test_ckpt_fuzz damages its files with tests/mutate.c.
 $(BUILD)/tests/test_ckpt_fuzz.o $(BUILD)/tests/mutate.o: tests/mutate.h
 $(BUILD)/tests/test_ckpt_fuzz: $(BUILD)/tests/mutate.o

@@ -105,6 +105,10 @@ run() {  # run NAME COMMAND...
     return 0
 }
 
+# The suites' runs under mpirun (tests/mpirun.sh): only where mpirun exists and this
+# build has the MPI transport.
+mpi_built() { command -v mpirun >/dev/null && [ -f "$BUILD/common/comm_mpi.o" ]; }
+
 core() {
     for t in dtype rng ledger flags json safetensors ops model; do
         run "$t" "$BUILD/tests/test_$t"

@@ -27,14 +27,11 @@ for n in 2 3; do
 done
 
 # The same under mpirun over the MPI transport, which adds the MPI_Allreduce baseline.
-if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then
+if mpi_built; then
     for n in 2 3; do
         for op in $OPS; do
-            run "collectives-mpi-np$n-$op" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-                "LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
-                "ASAN_OPTIONS=fast_unwind_on_malloc=0" \
-                mpirun --oversubscribe -np "$n" "$BUILD/tests/test_collectives" --transport mpi \
-                --op "$op" --timeout 5
+            run "collectives-mpi-np$n-$op" tests/mpirun.sh -np "$n" "$BUILD/tests/test_collectives" \
+                --transport mpi --op "$op" --timeout 5
         done
     done
 fi

@@ -134,16 +134,13 @@ run sharded-fault-stall s3_fault hung_rank_times_out "timeout after 2.0 s in all
 # Every rank must run the same configuration: a rank started with other flags is named.
 # And the MPI library's collectives over blocks (MPI_Reduce_scatter, MPI_Allgatherv),
 # called from the progress thread, under mpirun: within 1e-5 of stage 02's DDP.
-if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then
+if mpi_built; then
     s3_mpi_case() {  # s3_mpi_case STRATEGY
         local name="sharded.equiv.$1.mpi.np3" model=($S3_MODEL_STR) train=($S3_TRAIN_STR) ref f
         echo "PLAN $name"
         ref=$(s3_reference 3 1)
         f="$S3_DIR/$name"
-        if env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-               "LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
-               "ASAN_OPTIONS=fast_unwind_on_malloc=0" mpirun --oversubscribe -np 3 \
-               "$BUILD/sharded_train" --transport mpi --algo mpi --strategy "$1" "${model[@]}" \
+        if tests/mpirun.sh -np 3 "$BUILD/sharded_train" --transport mpi --algo mpi --strategy "$1" "${model[@]}" \
                "${train[@]}" --batch 2 --save-params "$f.safetensors" >"$f.log" 2>&1; then
             "$BUILD/tests/compare_params" "$f.safetensors" "$ref" 1e-5 "$name"
         else
@@ -153,8 +150,7 @@ if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/de
     }
     for st in zero2 fsdp; do run "sharded-$st-mpi" s3_mpi_case "$st"; done
     s3_mismatch() {
-        local out; out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun --oversubscribe -np 1 "$BUILD/sharded_train" --transport mpi --preset tiny \
+        local out; out=$(tests/mpirun.sh -np 1 "$BUILD/sharded_train" --transport mpi --preset tiny \
             --steps 1 --peak-tflops 1 --bucket-mb 25 : -np 1 "$BUILD/sharded_train" \
             --transport mpi --preset tiny --steps 1 --peak-tflops 1 --bucket-mb 1 2>&1)
         if echo "$out" | grep -q "rank 0 has --bucket-mb=25, rank 1 has --bucket-mb=1"; then

@@ -86,15 +86,12 @@ run tp-refuse-sp-tokens s4_refuse sp_tokens "--tp 3 does not divide the 1 x 32 =
     --np 3 --tp 3 --sp --preset tiny --heads 3 --width 48 --batch 1
 
 # Under mpirun, with MPI's collectives: within 1e-5 of one process.
-if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then
+if mpi_built; then
     s4_mpi() {
         local name="tp.driver.t2.mpi" f="$S4_DIR/mpi" ref="$S4_DIR/ref-dp1"
         echo "PLAN $name"
         [ -f "$ref.safetensors" ] || "$BUILD/train" $S4_MODEL $S4_TRAIN --save-params "$ref.safetensors" >"$ref.log" 2>&1
-        if env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-               "LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
-               "ASAN_OPTIONS=fast_unwind_on_malloc=0" mpirun --oversubscribe -np 2 \
-               "$BUILD/tp_train" --transport mpi --algo mpi --tp 2 $S4_MODEL $S4_TRAIN \
+        if tests/mpirun.sh -np 2 "$BUILD/tp_train" --transport mpi --algo mpi --tp 2 $S4_MODEL $S4_TRAIN \
                --save-params "$f.safetensors" >"$f.log" 2>&1; then
             "$BUILD/tests/compare_params" "$f.safetensors" "$ref.safetensors" 1e-5 "$name"
         else
@@ -104,8 +101,7 @@ if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/de
     }
     run tp-mpi s4_mpi
     s4_mismatch() {  # a rank started with other flags is named, before any collective
-        local out; out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun --oversubscribe -np 1 "$BUILD/tp_train" --transport mpi --tp 2 --preset tiny \
+        local out; out=$(tests/mpirun.sh -np 1 "$BUILD/tp_train" --transport mpi --tp 2 --preset tiny \
             --steps 1 --peak-tflops 1 : -np 1 "$BUILD/tp_train" --transport mpi --tp 2 --sp \
             --preset tiny --steps 1 --peak-tflops 1 2>&1)
         if echo "$out" | grep -q "rank 0 has --sp=0, rank 1 has --sp=1"; then

@@ -337,10 +337,8 @@ s7_supervisor() {  # s7_supervisor NAME FAULT TIMEOUT    (S7_MPI=1: under mpirun
     s7_reference ddp ddp_train --np 2 --batch 2 || return 1  # -> $ref
     local job=("$BUILD/ddp_train" --np 2 --max-restarts 2)
     # Under mpirun the wrapper supervises (07_fault_tolerance/supervise.sh).
-    [ -n "${S7_MPI:-}" ] && job=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-        "LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
-        "ASAN_OPTIONS=fast_unwind_on_malloc=0" 07_fault_tolerance/supervise.sh --max-restarts 2 --
-        mpirun --oversubscribe -np 2 "$BUILD/ddp_train" --transport mpi)
+    [ -n "${S7_MPI:-}" ] && job=(07_fault_tolerance/supervise.sh --max-restarts 2 --
+        tests/mpirun.sh -np 2 "$BUILD/ddp_train" --transport mpi)
     # shellcheck disable=SC2086
     "${job[@]}" --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 \
         --inject "$fault" --timeout "$3" --save-params "$d/out.safetensors" >"$d/run.log" 2>&1
@@ -359,7 +357,7 @@ s7_supervisor() {  # s7_supervisor NAME FAULT TIMEOUT    (S7_MPI=1: under mpirun
 }
 run ft-supervisor-kill s7_supervisor kill "kill,step=8,rank=1" 5
 run ft-supervisor-hang s7_supervisor hang "hang,step=5,rank=1" 1
-if command -v mpirun >/dev/null && grep -q comm_mpi.o <(ls "$BUILD/common" 2>/dev/null); then
+if mpi_built; then
     S7_MPI=1 run ft-supervisor-mpi-kill s7_supervisor mpi_kill "kill,step=8,rank=1" 5
     S7_MPI=1 run ft-supervisor-mpi-hang s7_supervisor mpi_hang "hang,step=5,rank=1" 1
 fi

@@ -15,13 +15,7 @@ trap 'rm -rf "$dir"' EXIT
 # does not collide with outgoing connections; $$ keeps parallel runs apart.
 port=$((20000 + $$ % 10000))
 next_port() { port=$((port + 1)); }
-# mpirun refuses root without these (containers often run as root).
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Under `make sanitize`, LeakSanitizer would report OpenMPI's own allocations:
-# tests/lsan.supp names its libraries, and the slow unwinder (MPI runs only)
-# finds them on the stack. Leaks of ours are still reported.
-export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-MPIRUN=(env "ASAN_OPTIONS=fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" mpirun --oversubscribe)
+MPIRUN=(tests/mpirun.sh)  # mpirun as every suite runs it (the file says why)
 have_mpi=$(command -v mpirun)
 
 ms() { date +%s%3N; }
