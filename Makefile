@@ -81,8 +81,8 @@ endif
 # a CPU run does not pay for mapping cuBLAS and NCCL). Without nvcc there is no
 # library and cuda_plugin.c answers "this build has no CUDA". The probe's meaning
 # (cuda_probe.c: skip or fail, which GPU a rank takes) is C, in every build.
-CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_split ops_cuda_precision comm_cuda comm_cuda_nccl \
-             comm_cuda_ipc cuda_query comm_cuda_p2p comm_cuda_p2p_nccl gpu_clock
+CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_split ops_cuda_precision ops_cuda_fp8 comm_cuda \
+             comm_cuda_nccl comm_cuda_ipc cuda_query comm_cuda_p2p comm_cuda_p2p_nccl gpu_clock
 CUDA_OBJS := $(CUDA_SRCS:%=$(BUILD)/common/%.o)
 CORE_OBJS += $(BUILD)/common/cuda_probe.o $(BUILD)/common/cuda_plugin.o
 # -rdynamic: the library calls the core (CHECK, the ledger, the host comm) in the
@@ -91,7 +91,7 @@ LDLIBS    += -rdynamic -ldl
 ifneq ($(NVCC),)
   CUDA_LIB  := $(BUILD)/libcourse_cuda.so
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 \
-               -Wl,-rpath,$(NCCL_HOME)/lib -lcublas -lcudart -lnccl -lstdc++
+               -Wl,-rpath,$(NCCL_HOME)/lib -lcublasLt -lcublas -lcudart -lnccl -lstdc++
   NVCCFLAGS += -Xcompiler -fPIC
   CFLAGS    += -I$(CUDA_HOME)/include
   $(BUILD)/common/cuda_plugin.o: CFLAGS += -DCOURSE_CUDA_BUILT
@@ -148,10 +148,11 @@ $(BUILD)/sgemm_bench: $(BUILD)/common/sgemm_bench.o $(CORE_OBJS)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-# test_gpu is two objects: main, the helpers, memory and model (test_gpu.c) and
-# the op-by-op checks (test_gpu_ops.c).
-$(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o: tests/test_gpu.h
-$(BUILD)/tests/test_gpu: $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o $(CORE_OBJS)
+# test_gpu is three objects: main, the helpers, memory and model (test_gpu.c), the
+# op-by-op checks (test_gpu_ops.c) and the fp8 GEMMs' (test_gpu_fp8.c).
+$(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o $(BUILD)/tests/test_gpu_fp8.o: tests/test_gpu.h
+$(BUILD)/tests/test_gpu: $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o \
+                         $(BUILD)/tests/test_gpu_fp8.o $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # test_publish runs on a simulated disk (tests/power_loss_disk.c); the rule for

@@ -8,6 +8,7 @@
 // sensible to retry.
 #pragma once
 #include <cuda_runtime.h>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <nccl.h>
 
@@ -59,4 +60,11 @@ typedef struct CudaBackend {
     // move or overwrite the copies between their conversion and the GEMMs.
     void *gemm_scratch;
     size_t gemm_scratch_bytes;
+    // The fp8 GEMMs (ops_cuda_fp8.cu): cuBLASLt's handle, its workspace (allocated at
+    // the first fp8 GEMM, MEM_WORKSPACE), and whether to use them at all
+    // (COURSE_FP8_GEMM=cublaslt; read when the backend starts).
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    size_t lt_workspace_bytes;
+    int fp8_lt;
 } CudaBackend;

@@ -15,7 +15,9 @@
 //
 // On the CPU the casts are emulated (ops->quantize_fp8: the values fp8 can hold, in
 // fp32 slots); the GEMM is the fp32 one on those values, which is what an fp8 tensor
-// core computes, up to its accumulation order. Serial layers only (one process, or
+// core computes, up to its accumulation order. The GEMMs get the scales too
+// (ops->matmul_fp8_*): the CUDA backend can run them on the fp8 tensor cores through
+// cuBLASLt (COURSE_FP8_GEMM=cublaslt, common/ops_cuda_fp8.cu). Serial layers only (one process, or
 // data parallelism: each rank keeps its own scales, where Transformer Engine would
 // all-reduce the amaxes over the data-parallel group).
 #include <stdio.h>
@@ -189,7 +191,8 @@ void gpt_fp8_linear_forward(GPT *g, float *out, const float *inp, const float *w
     Fp8Linear *L = layer_of(f, w);
     const float *xq = cast(g, L, FP8_X, f->scratch, inp, (size_t)N * C);
     const float *wq = cast(g, L, FP8_W, f->scratch + f->nx, w, (size_t)OC * C);
-    g->ctx->ops->matmul_forward(g->ctx, out, xq, wq, b, N, C, OC);
+    g->ctx->ops->matmul_fp8_forward(g->ctx, out, xq, L->scale[FP8_X], wq, L->scale[FP8_W], b, N,
+                                    C, OC);
 }
 
 void gpt_fp8_linear_backward(GPT *g, float *dinp, float *dw, float *db, const float *dout,
@@ -202,7 +205,8 @@ void gpt_fp8_linear_backward(GPT *g, float *dinp, float *dw, float *db, const fl
     const float *wq = cast(g, L, FP8_W, f->scratch + f->nx, w, (size_t)OC * C);
     const float *dq = cast(g, L, FP8_DY, f->scratch + f->nx + f->nw, dout, (size_t)N * OC);
     g->ctx->ops->memset0(g->ctx, dinp, (size_t)N * C * sizeof(float));
-    g->ctx->ops->matmul_backward(g->ctx, dinp, dw, db, dq, xq, wq, N, C, OC);
+    g->ctx->ops->matmul_fp8_backward(g->ctx, dinp, dw, db, dq, L->scale[FP8_DY], xq,
+                                     L->scale[FP8_X], wq, L->scale[FP8_W], N, C, OC);
 }
 
 void gpt_fp8_step_end(GPT *g) {

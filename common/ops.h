@@ -168,6 +168,18 @@ struct Ops {
     // cast saturating, NaN left as it is. fmt: DT_E4M3 or DT_E5M2; scale > 0 and
     // finite. Returns to the host with amax (the CUDA version waits for the GPU).
     void (*quantize_fp8)(Ctx *, float *x, size_t n, DType fmt, float scale, float *amax);
+    // The fp8 recipe's GEMMs (common/model_fp8.c): matmul_forward and matmul_backward
+    // on operands quantize_fp8 has left, each with its tensor's scale: sx for inp and
+    // sw for w (E4M3), sdy for dout (E5M2). The CPU runs the fp32 GEMM on those values
+    // (the scales are not needed: exact products, summed in fp32). The CUDA backend,
+    // with COURSE_FP8_GEMM=cublaslt, encodes the operands as fp8 again and multiplies
+    // them on the fp8 tensor cores through cuBLASLt (ops_cuda_fp8.cu says how); by
+    // default, and where cuBLASLt's fp8 rules do not hold, the matmul above.
+    void (*matmul_fp8_forward)(Ctx *, float *out, const float *inp, float sx, const float *w,
+                               float sw, const float *bias, int N, int C, int OC);
+    void (*matmul_fp8_backward)(Ctx *, float *dinp, float *dw, float *dbias, const float *dout,
+                                float sdy, const float *inp, float sx, const float *w, float sw,
+                                int N, int C, int OC);
 
     // ---- 2-byte storage (stage 06: a layer's saved activations in the mixed recipes)
     // dst[i] = the 2-byte code of src[i] in dt (DT_BF16 or DT_F16): the bits of

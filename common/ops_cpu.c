@@ -74,6 +74,21 @@ static void matmul_backward(Ctx *ctx, float *dinp, float *dw, float *dbias,
     }
 }
 
+// The fp8 recipe's GEMMs: the operands hold fp8 values already (quantize_fp8), so
+// the fp32 GEMM computes what an fp8 tensor core does, exact products summed in
+// fp32; the scales are the CUDA backend's business (ops.h).
+static void matmul_fp8_forward(Ctx *ctx, float *out, const float *inp, float sx, const float *w,
+                               float sw, const float *bias, int N, int C, int OC) {
+    (void)sx, (void)sw;
+    matmul_forward(ctx, out, inp, w, bias, N, C, OC);
+}
+static void matmul_fp8_backward(Ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                                float sdy, const float *inp, float sx, const float *w, float sw,
+                                int N, int C, int OC) {
+    (void)sdy, (void)sx, (void)sw;
+    matmul_backward(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+
 // ---------------------------------------------------------------- embedding
 
 static void embedding_forward(Ctx *ctx, float *out, const int *tokens, const float *wte,
@@ -444,6 +459,8 @@ const Ops ops_cpu = {
     .synchronize = cpu_synchronize,
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,
+    .matmul_fp8_forward = matmul_fp8_forward,
+    .matmul_fp8_backward = matmul_fp8_backward,
     .embedding_forward = embedding_forward,
     .embedding_backward = embedding_backward,
     .layernorm_forward = layernorm_forward,

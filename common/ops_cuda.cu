@@ -16,6 +16,7 @@
 //    order the model calls them and a workspace can be reused by the next op.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_probe.h"
 #include "ops_cuda_internal.cuh"
@@ -47,6 +48,12 @@ void *cuda_scratch(Ctx *ctx, size_t bytes) {
 void *cuda_gemm_scratch(Ctx *ctx, size_t bytes) {
     CudaBackend *be = backend(ctx);
     return grow_workspace(ctx, &be->gemm_scratch, &be->gemm_scratch_bytes, bytes);
+}
+void *cuda_lt_workspace(Ctx *ctx, size_t bytes, size_t *have) {
+    CudaBackend *be = backend(ctx);
+    void *p = grow_workspace(ctx, &be->lt_workspace, &be->lt_workspace_bytes, bytes);
+    *have = be->lt_workspace_bytes;
+    return p;
 }
 
 // ---------------------------------------------------------------- GELU, elementwise
@@ -204,6 +211,13 @@ static void cuda_init(Ctx *ctx) {
     // comparison would need 1e-3 instead of 1e-5. No atomics: reproducible sums.
     CUBLAS_CHECK(cublasSetMathMode(be->cublas, CUBLAS_DEFAULT_MATH));
     CUBLAS_CHECK(cublasSetAtomicsMode(be->cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    CUBLAS_CHECK(cublasLtCreate(&be->lt));
+    // The fp8 recipe's GEMMs: the fp32 GEMM on the fp8 values until cuBLASLt's fp8
+    // path has been checked against it on a GPU (ops_cuda_fp8.cu).
+    const char *f = getenv("COURSE_FP8_GEMM");
+    CHECK(!f || strcmp(f, "fp32") == 0 || strcmp(f, "cublaslt") == 0,
+          "COURSE_FP8_GEMM=%s: the fp8 recipe's GEMMs are fp32 (the default) or cublaslt", f);
+    be->fp8_lt = f && strcmp(f, "cublaslt") == 0;
     ctx->backend = be;
 }
 
@@ -219,6 +233,11 @@ static void cuda_destroy(Ctx *ctx) {
         CUDA_CHECK(cudaFree(be->gemm_scratch));
         ledger_release(&ctx->ledger, MEM_WORKSPACE, be->gemm_scratch_bytes);
     }
+    if (be->lt_workspace) {
+        CUDA_CHECK(cudaFree(be->lt_workspace));
+        ledger_release(&ctx->ledger, MEM_WORKSPACE, be->lt_workspace_bytes);
+    }
+    CUBLAS_CHECK(cublasLtDestroy(be->lt));
     CUBLAS_CHECK(cublasDestroy(be->cublas));
     CUDA_CHECK(cudaStreamDestroy(be->stream));
     free(be);
@@ -306,6 +325,7 @@ static const Ops ops_cuda = {
     .crossentropy_backward_split = cuda_crossentropy_backward_split,
     .round_to = cuda_round_to, .round_stochastic_bf16 = cuda_round_stochastic_bf16,
     .quantize_fp8 = cuda_quantize_fp8,
+    .matmul_fp8_forward = cuda_matmul_fp8_forward, .matmul_fp8_backward = cuda_matmul_fp8_backward,
     .pack_half = cuda_pack_half, .unpack_half = cuda_unpack_half,
     .adamw_update = cuda_adamw_update, .sum_squares = cuda_sum_squares, .scale = cuda_scale,
 };

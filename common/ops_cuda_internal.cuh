@@ -2,7 +2,8 @@
 // ops_cuda.cu (set-up, memory, elementwise ops, the optimizer, the ops table),
 // ops_cuda_layers.cu (the layers: matmul, embedding, layernorm, attention,
 // cross-entropy), ops_cuda_split.cu (the vocabulary split) and
-// ops_cuda_precision.cu (rounding to low precision, fp8 quantization). Launch geometry,
+// ops_cuda_precision.cu (rounding to low precision, fp8 quantization) and
+// ops_cuda_fp8.cu (the fp8 GEMMs through cuBLASLt). Launch geometry,
 // the backend's stream and workspace, the deterministic warp and block
 // reductions. Not for code outside the backend.
 #pragma once
@@ -37,6 +38,8 @@ static inline unsigned row_grid(size_t rows) {  // one warp per row
 void *cuda_scratch(Ctx *ctx, size_t bytes);
 // The same for the bf16 copies of the GEMM operands (CudaBackend.gemm_scratch).
 void *cuda_gemm_scratch(Ctx *ctx, size_t bytes);
+// The same for cuBLASLt's workspace (CudaBackend.lt_workspace); *have: its size.
+void *cuda_lt_workspace(Ctx *ctx, size_t bytes, size_t *have);
 
 // Reductions. The xor butterfly leaves the result in every lane and combines
 // the lanes in the same order on every run.
@@ -88,6 +91,8 @@ void cuda_crossentropy_forward(Ctx *ctx, float *losses, const float *logits, con
                                int N, int V);
 void cuda_crossentropy_backward(Ctx *ctx, float *dlogits, const float *logits, const int *targets,
                                 float dloss, int N, int V);
+// out(N, OC) += bias, row by row (the matmul's bias, after its GEMM).
+void cuda_add_bias(Ctx *ctx, float *out, const float *bias, int N, int OC);
 // The embedding backward's deterministic scatter (ops_cuda_layers.cu), shared
 // with the split lookup: dwte[id - vocab_lo] += dout[n] for the ids in
 // [vocab_lo, vocab_lo + Vl), grouped by id on the host from host_tokens; other
@@ -119,3 +124,10 @@ void cuda_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uin
 void cuda_quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, float *amax);
 void cuda_pack_half(Ctx *ctx, uint16_t *dst, const float *src, size_t n, DType dt);
 void cuda_unpack_half(Ctx *ctx, float *dst, const uint16_t *src, size_t n, DType dt);
+
+// The fp8 recipe's GEMMs (ops_cuda_fp8.cu), as ops.h declares them.
+void cuda_matmul_fp8_forward(Ctx *ctx, float *out, const float *inp, float sx, const float *w,
+                             float sw, const float *bias, int N, int C, int OC);
+void cuda_matmul_fp8_backward(Ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                              float sdy, const float *inp, float sx, const float *w, float sw,
+                              int N, int C, int OC);

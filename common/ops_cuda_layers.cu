@@ -141,8 +141,12 @@ void cuda_matmul_forward(Ctx *ctx, float *out, const float *inp, const float *w,
         CUBLAS_CHECK(cublasSgemm(backend(ctx)->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, w,
                                  C, inp, C, &zero, out, OC));
     }
+    if (bias) cuda_add_bias(ctx, out, bias, N, OC);
+}
+
+void cuda_add_bias(Ctx *ctx, float *out, const float *bias, int N, int OC) {
     size_t n = (size_t)N * OC;
-    if (bias && n) add_bias_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(out, bias, n, OC);
+    if (n) add_bias_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(out, bias, n, OC);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -188,7 +188,34 @@ item_10() {
         conv=$(echo "$sum" | awk '/to_bf16_kernel/ {s += $1} END {printf "%.1f%%", s}')
         nsres="nsys exit $rc: top kernel ${top:-?}; bf16 copies $conv of GPU time; $dir/nsys_*.nsys-rep"
     fi
+    # (d) fp8 through cuBLASLt (COURSE_FP8_GEMM=cublaslt: the GEMMs on the fp8 tensor
+    # cores; ops_cuda_fp8.cu) against the default, the fp32 GEMM on the same fp8 values:
+    # the same products, summed in another order, so within (a)'s 2^-8 after 5 steps
+    # of the tiny model (every dimension a multiple of 16: every GEMM takes cuBLASLt).
+    # Then gpt2-124m's tokens/s both ways (its LM head, V = 50257, stays fp32).
+    local e_lt="" lt_tok=""
+    for g in fp32 cublaslt; do
+        COURSE_FP8_GEMM=$g timeout -k 5 30 "$B/train" "${tiny[@]}" --device cuda --precision fp8 \
+            --save-params "$dir/fp8_$g.safetensors" >"$dir/fp8_$g.log" 2>&1 ||
+            echo "## fp8 with COURSE_FP8_GEMM=$g failed: $(tail -n 1 "$dir/fp8_$g.log")"
+    done
+    if [ -s "$dir/fp8_cublaslt.safetensors" ] && [ -s "$dir/fp8_fp32.safetensors" ]; then
+        e_lt=$(rel_err "$dir/fp8_cublaslt.safetensors" "$dir/fp8_fp32.safetensors")
+    fi
+    if [ -n "$e_lt" ] && awk -v a="$e_lt" 'BEGIN { exit !(a <= 0.00390625) }'; then
+        echo "PASS mp.cuda.fp8_cublaslt  rel_err $e_lt to the fp32 GEMMs on fp8 values (tol 2^-8)"
+    else
+        echo "FAIL mp.cuda.fp8_cublaslt  rel_err ${e_lt:-?} to the fp32 GEMMs on fp8 values (tol 2^-8)"
+        bad=$((bad + 1))
+    fi
+    for g in fp32 cublaslt; do
+        COURSE_FP8_GEMM=$g timeout -k 5 60 "$B/train" "${big[@]}" --precision fp8 \
+            >"$dir/gpt2_fp8_$g.log" 2>&1 || echo "## gpt2-124m fp8 ($g) failed"
+        lt_tok="$lt_tok $g $(grep '^RESULT' "$dir/gpt2_fp8_$g.log" | grep -o 'tokens_per_s=[0-9.]*' | cut -d= -f2) tok/s"
+    done
+    echo "## gpt2-124m fp8:$lt_tok"
     fig "mixed-bf16 cuda vs cpu rel_err ${e_mp:-?} (tol 2^-8; ${e_fp:-?} to fp32);" \
+        "fp8 cublaslt vs fp32 GEMMs rel_err ${e_lt:-?}; gpt2-124m fp8:$lt_tok;" \
         "recompute = none bitwise: ${rcres:+NOT for$rcres}${rcres:-4 of 4}; gpt2-124m B=8, MFU" \
         "of 989.4: fp32 ${tok[fp32]:-?} tok/s MFU ${mfu[fp32]:-?} ($f32 of fp32's 66.9)," \
         "mixed-bf16 ${tok[mixed-bf16]:-?} tok/s MFU ${mfu[mixed-bf16]:-?} ($speed fp32's tok/s); $nsres"

@@ -1,7 +1,7 @@
 // test_gpu.c — the CUDA backend against the CPU backend: op by op, then the model.
 // This file holds main, the buffer helpers (declared in test_gpu.h), the memory
-// ops and the model; the op-by-op checks are in test_gpu_ops.c, linked into the
-// same program.
+// ops and the model; the op-by-op checks are in test_gpu_ops.c and test_gpu_fp8.c,
+// linked into the same program.
 //
 // Every op of the Ops table (test_gpu_ops.c) runs on the same random inputs on
 // both backends and the outputs are compared with harness.h's rel_error
@@ -274,6 +274,9 @@ int main(int argc, char **argv) {
     Env *e = &env;
     ctx_init(&e->cpu, DEV_CPU, 8, 0);
     ctx_init(&e->gpu, DEV_CUDA, 1, 0);
+    setenv("COURSE_FP8_GEMM", "cublaslt", 1);  // read when a CUDA backend starts
+    ctx_init(&e->gpu_lt, DEV_CUDA, 1, 0);
+    unsetenv("COURSE_FP8_GEMM");
     rng_seed(&e->rng, 42);
     printf("# backend %s against backend %s\n", e->gpu.ops->name, e->cpu.ops->name);
 
@@ -285,6 +288,7 @@ int main(int argc, char **argv) {
         printf("# ops at B=%d T=%d C=%d NH=%d V=%d\n", d->B, d->T, d->C, d->NH, d->V);
         test_matmul(e, d);
         test_matmul_bf16(e, d);
+        test_matmul_fp8(e, d);
         test_embedding(e, d);
         test_layernorm(e, d);
         test_attention(e, d);
@@ -302,6 +306,7 @@ int main(int argc, char **argv) {
     test_model(e, "gpt-small", &small, 3, 13, 10);
     if (!quick) test_model(e, "gpt-wide", &wide, 2, 128, 0);
 
+    ctx_destroy(&e->gpu_lt);
     ctx_destroy(&e->gpu);
     ctx_destroy(&e->cpu);
     return test_finish(&e->ts);

@@ -4,8 +4,9 @@
 // the CPU's, and the op-by-op checks main runs.
 //
 // tests/test_gpu.c defines the helpers and holds main, the memory ops and the
-// model; tests/test_gpu_ops.c holds the checks of the Ops table, op by op. Both
-// are linked into the one program build/tests/test_gpu.
+// model; tests/test_gpu_ops.c holds the checks of the Ops table, op by op, and
+// tests/test_gpu_fp8.c those of the fp8 GEMMs. All are linked into the one
+// program build/tests/test_gpu.
 #pragma once
 #include <stddef.h>
 #include <stdlib.h>  // free, in RERUN_GPU_SAME_BITS
@@ -22,6 +23,7 @@
 
 typedef struct {
     Ctx cpu, gpu;
+    Ctx gpu_lt;        // the same GPU, its backend started with COURSE_FP8_GEMM=cublaslt
     TestState ts;
     Rng rng;
     const char *size;  // name of the current shape set, appended to test names
@@ -78,6 +80,7 @@ void check_same_bits(Env *e, const char *what, const void *a, const void *b, siz
 // them in this order for every shape set.
 void test_matmul(Env *e, const Dims *d);
 void test_matmul_bf16(Env *e, const Dims *d);  // ctx->gemm_dtype = DT_BF16
+void test_matmul_fp8(Env *e, const Dims *d);   // through cuBLASLt (test_gpu_fp8.c)
 void test_embedding(Env *e, const Dims *d);
 void test_layernorm(Env *e, const Dims *d);
 void test_attention(Env *e, const Dims *d);
