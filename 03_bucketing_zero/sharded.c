@@ -214,6 +214,15 @@ static void micro_begin(GPT *g, int micro, int accum, void *arg) {
     Sharded *s = arg;
     Buckets *B = &s->buckets;
     if (micro == 0) {
+        // A mixed-precision recipe computes with weights of its dtype: gpt_set_precision
+        // rounds the weights a model holds, but stage 3 holds shards, drawn in fp32
+        // (build): round them once, before anything gathers them or copies them into
+        // the optimizer's masters, as one process does. (Idempotent: a resumed run's
+        // shards are rounded already.)
+        if (s->pshard && !s->pshard_rounded) {
+            g->ctx->ops->round_to(g->ctx, s->pshard, s->plan.shard_elems, g->prec.dtype);
+            s->pshard_rounded = 1;
+        }
         timeline_clear(s->tl);  // the timeline keeps the last step only
         s->base_bytes = bytes_sent(s->c);
         if (g->grads) gpt_zero_grad(g);

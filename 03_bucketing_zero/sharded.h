@@ -122,6 +122,7 @@ typedef struct Sharded {
     // This rank's shards (NULL where the strategy keeps the full buffer).
     float *pshard;         // zero3/fsdp/hsdp: its weights, shard_elems (MEM_PARAMS)
     float *gshard;         // zero2/3/fsdp/hsdp: its summed gradients (MEM_GRADS)
+    int pshard_rounded;    // pshard holds the precision recipe's values (sharded.c)
     AdamW *opt;            // one per owned range: 1 (ddp, zero), n_units (fsdp, hsdp)
     int n_opt;
     // Stage 3's weights, unit by unit.

@@ -139,6 +139,13 @@ S6_TRAIN_MP="--steps 5 --batch 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tfl
 run mp-compose-ddp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose ddp.np2 ddp_train --np 2'
 run mp-compose-zero2 env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose zero2.np2 sharded_train --np 2 --strategy zero2'
 run mp-compose-tp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose tp2 tp_train --np 2 --tp 2 --batch 4'
+# ZeRO-3 and FSDP hold shards of the weights, drawn in fp32; a mixed recipe rounds
+# them before their first use, as one process rounds its weights: they end bitwise
+# where ZeRO-2 ends (in fp32 the three are bitwise equal too; the same sums).
+for st in zero3 fsdp; do
+    run "mp-stage3-rounds-$st" s6_bitwise "mp.sharded.$st.equals_zero2.mixed-bf16" "--strategy zero2" \
+        "--strategy $st" sharded_train --np 2 --precision mixed-bf16
+done
 
 # Dynamic loss scaling: an overflow injected at step 4 (every rank's gradients
 # infinite) is detected, the step skipped (the log says so), the scale halves for
