@@ -34,11 +34,12 @@
 // dst = the fp8 codes of src(R,K)·s, row-major: as stored (transpose = 0, R x K) or
 // transposed (K x R). 32 x 32 tiles, 32 x 8 threads: a warp reads 32 consecutive
 // floats of a row and, transposed, writes 32 consecutive codes of a column via
-// shared memory. Saturating, as quantize_fp8 is (NaN stays NaN).
+// shared memory. Saturating, as quantize_fp8 is (NaN stays NaN). The rows' tiles
+// run along the grid's x (2^31 - 1 blocks: any N), the columns' along y (C, OC < 2^21).
 __global__ void fp8_encode_kernel(__nv_fp8_storage_t *dst, const float *src, int R, int K,
                                   float s, __nv_fp8_interpretation_t fmt, int transpose) {
     __shared__ __nv_fp8_storage_t tile[32][33];  // 33: no bank conflicts on the way out
-    int k0 = blockIdx.x * 32, r0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
+    int r0 = blockIdx.x * 32, k0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
     for (int i = ty; i < 32; i += 8) {
         int r = r0 + i, k = k0 + tx;
         if (r >= R || k >= K) continue;
@@ -57,7 +58,8 @@ __global__ void fp8_encode_kernel(__nv_fp8_storage_t *dst, const float *src, int
 
 static const void *encode(Ctx *ctx, uint8_t *dst, const float *src, int R, int K, float s,
                           DType fmt, int transpose) {
-    dim3 grid((K + 31) / 32, (R + 31) / 32), block(32, 8);
+    CHECK(K <= 65535 * 32, "fp8 encode: %d columns (at most %d)", K, 65535 * 32);
+    dim3 grid((R + 31) / 32, (K + 31) / 32), block(32, 8);
     fp8_encode_kernel<<<grid, block, 0, stream(ctx)>>>(
         (__nv_fp8_storage_t *)dst, src, R, K, s, fmt == DT_E5M2 ? __NV_E5M2 : __NV_E4M3,
         transpose);
@@ -95,6 +97,11 @@ static int lt_gemm(Ctx *ctx, int m, int n, int k, const void *A, DType ta, const
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+    // Partial sums promoted to fp32 at intervals (cuBLASLt's default, set to say so):
+    // Hopper's fp8 accumulator alone keeps ~14 bits (test_gpu_fp8.c's tolerance).
+    int8_t fast_accum = 0;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
+                                                sizeof fast_accum));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, lt_type(ta), k, m, k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, lt_type(tb), k, n, k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m));
@@ -117,7 +124,8 @@ static int lt_gemm(Ctx *ctx, int m, int n, int k, const void *A, DType ta, const
     if (st == CUBLAS_STATUS_SUCCESS && found > 0)  // C and D are the same matrix: beta = 1 adds
         CUBLAS_CHECK(cublasLtMatmul(be->lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &h.algo,
                                     ws, ws_bytes, stream(ctx)));
-    else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
+    else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED &&
+             st != CUBLAS_STATUS_ARCH_MISMATCH)  // no fp8 tensor cores (before sm_89): no algorithm
         CUBLAS_CHECK(st);  // anything but "no algorithm" is an error
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(ld);
@@ -128,10 +136,11 @@ static int lt_gemm(Ctx *ctx, int m, int n, int k, const void *A, DType ta, const
 }
 
 // The fp8 path applies: asked for, the shapes fp8 GEMMs take, and an alpha that the
-// scales leave finite and normal.
+// scales leave a normal float (1 / (s1·s2), computed in double).
 static int use_lt(Ctx *ctx, int N, int C, int OC, double alpha) {
+    float a = (float)alpha;
     return backend(ctx)->fp8_lt && N > 0 && N % 16 == 0 && C % 16 == 0 && OC % 16 == 0 &&
-           isnormal(alpha) && alpha < 3.4e38;
+           isnormal(a);
 }
 
 // ---------------------------------------------------------------- the ops
@@ -157,22 +166,23 @@ void cuda_matmul_fp8_backward(Ctx *ctx, float *dinp, float *dw, float *dbias, co
                               float sdy, const float *inp, float sx, const float *w, float sw,
                               int N, int C, int OC) {
     double a_in = 1.0 / ((double)sdy * sw), a_w = 1.0 / ((double)sdy * sx);
-    if ((dinp || dw) && use_lt(ctx, N, C, OC, a_in) && use_lt(ctx, N, C, OC, a_w)) {
+    int lt_in = dinp && use_lt(ctx, N, C, OC, a_in), lt_w = dw && use_lt(ctx, N, C, OC, a_w);
+    if (lt_in || lt_w) {
         size_t nd = (size_t)N * OC, nw = (size_t)OC * C, nx = (size_t)N * C;
         uint8_t *s = (uint8_t *)cuda_gemm_scratch(ctx, 2 * slot(nd) + slot(nw) + slot(nx));
-        int done_in = !dinp, done_w = !dw;
-        if (dinp) {  // dinp^T(C,N) += w^T·dy^T: A = w^T (OC x C column-major), B = dy (OC x N)
+        int done_in = 0, done_w = 0;
+        if (lt_in) {  // dinp^T(C,N) += w^T·dy^T: A = w^T (OC x C column-major), B = dy (OC x N)
             const void *dq = encode(ctx, s, dout, N, OC, sdy, DT_E5M2, 0);
             const void *wt = encode(ctx, s + slot(nd), w, OC, C, sw, DT_E4M3, 1);
             done_in = lt_gemm(ctx, C, N, OC, wt, DT_E4M3, dq, DT_E5M2, (float)a_in, 1.0f, dinp);
         }
-        if (dw && done_in) {  // dw^T(C,OC) += x^T·dy: A = x^T (N x C column-major), B = dy^T (N x OC)
+        if (lt_w) {  // dw^T(C,OC) += x^T·dy: A = x^T (N x C column-major), B = dy^T (N x OC)
             const void *dt = encode(ctx, s + slot(nd) + slot(nw), dout, N, OC, sdy, DT_E5M2, 1);
             const void *xt = encode(ctx, s + 2 * slot(nd) + slot(nw), inp, N, C, sx, DT_E4M3, 1);
             done_w = lt_gemm(ctx, C, OC, N, xt, DT_E4M3, dt, DT_E5M2, (float)a_w, 1.0f, dw);
         }
-        // What cuBLASLt did not take (no algorithm), the fp32 GEMM does; the bias
-        // gradient is a column sum either way.
+        // What cuBLASLt did not take (not asked, or no algorithm), the fp32 GEMM does;
+        // the bias gradient is a column sum either way.
         cuda_matmul_backward(ctx, done_in ? NULL : dinp, done_w ? NULL : dw, dbias, dout, inp, w,
                              N, C, OC);
         return;

@@ -13,8 +13,9 @@
 // at intervals (fast accumulation off, its default). 2^-10 admits that and stays
 // far below what a wrong path costs: operands not re-encoded exactly, a scale
 // applied twice or not at all, a transposition gone wrong all err by 2^-5 (fp8's
-// own rounding) or far more. The last check proves the path ran: fp32 inputs that
-// are not fp8 values come out ~2^-5 off through cuBLASLt, ~1e-7 through cuBLAS.
+// own rounding) or far more. The last checks prove each of the three GEMMs took the
+// path: fp32 inputs that are not fp8 values come out ~2^-5 off through cuBLASLt,
+// ~1e-7 through cuBLAS.
 // Where the shapes are not cuBLASLt's (a dimension not a multiple of 16: the
 // "small" and "odd" shape sets), the op must be the fp32 GEMM, held to test_matmul's
 // tolerances; the "aligned" case takes cuBLASLt's path at every shape set, so that
@@ -98,20 +99,30 @@ void test_matmul_fp8(Env *e, const Dims *d) {
         snprintf(what, sizeof what, "matmul_fp8_backward.%s.dbias", cases[k].name);
         compare(e, what, &dbias, TOL_GRAD);  // a column sum, not a GEMM: fp32 either way
 
-        if (lt) {  // fp32 inputs on purpose: cuBLASLt must read them as fp8
+        if (lt) {  // fp32 inputs on purpose: each of the three GEMMs must read them as fp8
             Buf xr = buf_normal(e, (size_t)n * c, 0.0f, 1.0f);
+            Buf dr = buf_normal(e, (size_t)n * oc, 0.0f, 1.0f);
             gpu_uploads_done(e);
-            for (int dev = 0; dev < 2; dev++)
+            for (int dev = 0; dev < 2; dev++) {
                 x[dev]->ops->matmul_fp8_forward(x[dev], on(&out, dev), on(&xr, dev), 1.0f,
                                                 on(&w, dev), sw, NULL, n, c, oc);
-            float *cc = read_back(&e->cpu, out.c, out.bytes), *gg = lt_result(e, &out);
-            double err = rel_error(gg, cc, out.bytes / sizeof(float));
-            snprintf(what, sizeof what, "matmul_fp8_forward.%s.reads_fp8[%s]", cases[k].name,
-                     e->size);
-            test_report(&e->ts, err > 1e-3, what, "rel_err %.3e on inputs that are not fp8 "
-                        "(want > 1e-3: encoding them errs ~2^-5; an fp32 GEMM ~1e-7)", err);
-            free(cc), free(gg);
-            buf_free(e, &xr);
+                // dinp from dr (not E5M2 values) and w; dw from dr and xr (not E4M3).
+                x[dev]->ops->matmul_fp8_backward(x[dev], on(&dinp, dev), on(&dw, dev), NULL,
+                                                 on(&dr, dev), 1.0f, on(&xr, dev), 1.0f,
+                                                 on(&w, dev), sw, n, c, oc);
+            }
+            const Buf *res[] = {&out, &dinp, &dw};
+            const char *gemm[] = {"forward", "backward.dinp", "backward.dw"};
+            for (int i = 0; i < 3; i++) {
+                float *cc = read_back(&e->cpu, res[i]->c, res[i]->bytes), *gg = lt_result(e, res[i]);
+                double err = rel_error(gg, cc, res[i]->bytes / sizeof(float));
+                snprintf(what, sizeof what, "matmul_fp8_%s.%s.reads_fp8[%s]", gemm[i],
+                         cases[k].name, e->size);
+                test_report(&e->ts, err > 1e-3, what, "rel_err %.3e on inputs that are not fp8 "
+                            "(want > 1e-3: encoding them errs ~2^-5; an fp32 GEMM ~1e-7)", err);
+                free(cc), free(gg);
+            }
+            buf_free(e, &xr), buf_free(e, &dr);
         }
         Buf *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &dbias};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
