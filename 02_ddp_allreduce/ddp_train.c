@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
                  "move: auto = NCCL if every rank has its own GPU, else CUDA IPC; host = via host "
                  "memory with --algo"),
         F_CHOICE("--grad-comm", &grad_comm, "auto|fp32|bf16", "the gradients' type on the wire "
-                 "(auto: bf16 when --precision computes in bf16, else fp32; stage 06)"),
+                 "(auto: bf16 when --precision computes in bf16, but on the GPU's own "
+                 "collectives, else fp32; stage 06)"),
     };
     nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
     flags_parse(flags, nf, argc, argv, "ddp_train [flags]",
@@ -54,8 +55,11 @@ int main(int argc, char **argv) {
     device_parse(a.device, &dev);
     GPTRecipe recipe = PREC_FP32;
     gpt_recipe_parse(a.precision, &recipe);
+    // auto: bf16 when the recipe computes in bf16, where it can go: on the CPU, or on a
+    // GPU through host memory (--gpu-comm host); the GPU collectives keep fp32.
     int wire_bf16 = strcmp(grad_comm, "bf16") == 0 ||
-                    (strcmp(grad_comm, "auto") == 0 && gpt_recipe_dtype(recipe) == DT_BF16);
+                    (strcmp(grad_comm, "auto") == 0 && gpt_recipe_dtype(recipe) == DT_BF16 &&
+                     (dev == DEV_CPU || strcmp(gpu_comm, "host") == 0));
     if (wire_bf16 && dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
         flags_fail("--grad-comm bf16 with --device cuda goes through host memory: add --gpu-comm host");
     if (dev == DEV_CPU && flag_given(flags, nf, "--gpu-comm"))

@@ -1,8 +1,9 @@
 // loss_scale.c — dynamic loss scaling, as PyTorch's torch.cuda.amp.GradScaler.
 //
-// fp16 holds magnitudes from 2^-24 to 65504. Gradients of a language model are
-// mostly small, and many fall below 2^-24 and become 0 when the backward pass runs
-// in fp16: those weights stop learning. Multiplying the loss by a scale S multiplies
+// fp16 holds magnitudes from 2^-24 to 65504, and below 2^-14 with fewer and fewer
+// bits (subnormals). Gradients of a language model are mostly small: many lose their
+// bits there, and those below 2^-25 become 0 when the backward pass runs in fp16:
+// those weights stop learning. Multiplying the loss by a scale S multiplies
 // every gradient by S (the backward pass is linear in its incoming gradient), which
 // lifts them into range; dividing by S before the optimizer step undoes it exactly
 // (S is a power of two). Too large an S pushes the largest gradients past 65504 to

@@ -74,9 +74,10 @@ static void matmul_backward(Ctx *ctx, float *dinp, float *dw, float *dbias,
     }
 }
 
-// The fp8 recipe's GEMMs: the operands hold fp8 values already (quantize_fp8), so
-// the fp32 GEMM computes what an fp8 tensor core does, exact products summed in
-// fp32; the scales are the CUDA backend's business (ops.h).
+// The fp8 recipe's GEMMs: the operands hold fp8 values scaled back already
+// (quantize_fp8: fp8(x·s)/s), so the fp32 GEMM computes what an fp8 tensor core
+// does, to within fp32's rounding of those operands and the order of the sums; the
+// scales are the CUDA backend's business (ops.h).
 static void matmul_fp8_forward(Ctx *ctx, float *out, const float *inp, float sx, const float *w,
                                float sw, const float *bias, int N, int C, int OC) {
     (void)sx, (void)sw;

@@ -262,6 +262,23 @@ s6_grad_bytes() {
 }
 export -f s6_grad_bytes
 run mp-grad-bytes s6_grad_bytes
+# On a GPU the bf16 wire goes through host memory (--gpu-comm host): --grad-comm auto
+# keeps fp32 on the GPU's own collectives rather than refuse the default flags, while
+# an explicit --grad-comm bf16 is refused, naming the flag to add. (Here, with no GPU,
+# the auto run gets past the flags to the device probe's error.)
+s6_grad_comm_cuda() {
+    local auto bf16
+    auto=$("$BUILD/ddp_train" --np 2 --preset tiny --steps 1 --device cuda --precision mixed-bf16 2>&1)
+    bf16=$("$BUILD/ddp_train" --np 2 --preset tiny --steps 1 --device cuda --precision mixed-bf16 \
+           --grad-comm bf16 2>&1)
+    if ! grep -q -- '--grad-comm' <<<"$auto" && grep -q -- 'add --gpu-comm host' <<<"$bf16"; then
+        echo "PASS mp.grad_comm.auto_on_cuda  auto: '$(head -c 90 <<<"$auto")'; bf16: '$(head -c 90 <<<"$bf16")'"
+    else
+        echo "FAIL mp.grad_comm.auto_on_cuda  auto: '$(head -c 200 <<<"$auto")'; bf16: '$(head -c 200 <<<"$bf16")'"
+    fi
+}
+export -f s6_grad_comm_cuda
+run mp-grad-comm-cuda s6_grad_comm_cuda
 
 # The fp8 recipe (every GEMM reads E4M3 / E5M2 casts with delayed per-tensor scales)
 # trains: after 40 steps its loss is within 2 % of mixed-bf16's (measured 0.2 % on
