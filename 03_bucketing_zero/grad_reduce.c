@@ -6,6 +6,11 @@
 // makes it when backward first writes into it), retired here once its
 // reduce-scatter is done: this rank's block added into the shard, the buffer given
 // back to the pool.
+//
+// With cfg.grad_wire = bf16 (stage 06) a bucket travels as a bf16 copy (ops->pack_half
+// at launch): half the bytes, each addition of the ring summed in fp32 and rounded to
+// bf16 (06_mixed_precision/README.md §5 measures what that costs); at retirement the
+// part this rank keeps is decoded back into the bucket's fp32 buffer.
 #include <stdio.h>
 
 #include "check.h"
@@ -26,12 +31,20 @@ void bucket_launch(Sharded *s, int b) {
     size_t n = B->hi[b] - B->lo[b];
     float *buf = sharded_grads(s) ? B->buf[b] : s->g->grads + B->lo[b];
     CHECK(buf, "bucket %d has no gradient buffer", b);
+    // What goes on the wire: the bucket itself, or its bf16 copy.
+    DType dt = s->cfg.grad_wire;
+    char *x = (char *)buf;
+    if (dt == DT_BF16) {
+        B->wire[b] = wire_get(s, n);
+        s->g->ctx->ops->pack_half(s->g->ctx, B->wire[b], buf, n, DT_BF16);
+        x = (char *)B->wire[b];
+    }
     if (s->cfg.kind == SH_DDP) {
-        B->task[b] = allreduce_start(s->ac, s->dp, buf, n, DT_F32, s->cfg.algo, label);
+        B->task[b] = allreduce_start(s->ac, s->dp, x, n, dt, s->cfg.algo, label);
     } else {
         Blocks blk;
         plan_blocks(&s->plan, B->lo[b], B->hi[b], &blk, NULL);
-        B->task[b] = reduce_scatter_start(s->ac, s->dp, buf, &blk, DT_F32, s->cfg.algo, label);
+        B->task[b] = reduce_scatter_start(s->ac, s->dp, x, &blk, dt, s->cfg.algo, label);
         // HSDP: the shard group summed its ranks; the replicas of this block (one per
         // group) add theirs, so every replica holds the sum over the whole world. It is
         // started here, right behind the reduce-scatter, not when the bucket is
@@ -40,8 +53,8 @@ void bucket_launch(Sharded *s, int b) {
         if (s->cfg.kind == SH_HSDP && s->replica_g.size > 1) {
             int r = s->plan.r;
             snprintf(label, sizeof label, "all-reduce replicas %d", b);
-            B->replica[b] = allreduce_start(s->ac, &s->replica_g, buf + blk.lo[r],
-                                            blk.hi[r] - blk.lo[r], DT_F32, s->cfg.algo, label);
+            B->replica[b] = allreduce_start(s->ac, &s->replica_g, x + blk.lo[r] * dtype_size(dt),
+                                            blk.hi[r] - blk.lo[r], dt, s->cfg.algo, label);
         }
     }
     B->launched[b] = 1;
@@ -66,12 +79,20 @@ void bucket_retire(Sharded *s, int b) {
         coll_wait(s->ac, B->replica[b]);
         B->replica[b] = NULL;
     }
-    if (!sharded_grads(s) || !B->buf[b]) return;
     Ctx *ctx = s->g->ctx;
     Blocks blk;
     size_t mine;
     plan_blocks(&s->plan, B->lo[b], B->hi[b], &blk, &mine);
     int r = s->plan.r;
+    if (B->wire[b]) {  // decode what this rank keeps: DDP the whole sum, the others their block
+        float *buf = sharded_grads(s) ? B->buf[b] : s->g->grads + B->lo[b];
+        size_t lo = s->cfg.kind == SH_DDP ? 0 : blk.lo[r];
+        size_t hi = s->cfg.kind == SH_DDP ? B->hi[b] - B->lo[b] : blk.hi[r];
+        ctx->ops->unpack_half(ctx, buf + lo, B->wire[b] + lo, hi - lo, DT_BF16);
+        wire_put(s, B->wire[b]);
+        B->wire[b] = NULL;
+    }
+    if (!sharded_grads(s) || !B->buf[b]) return;
     size_t n = blk.hi[r] - blk.lo[r];
     float *block = B->buf[b] + blk.lo[r];
     // Micro-batches accumulate in the shard: the first one copies.

@@ -51,6 +51,9 @@ float *pool_get(Sharded *s, size_t elems, int zero) {
     return s->pool[best].buf;
 }
 
+uint16_t *wire_get(Sharded *s, size_t n) { return (uint16_t *)pool_get(s, (n + 1) / 2, 0); }
+void wire_put(Sharded *s, uint16_t *w) { pool_put(s, (float *)w); }
+
 void pool_put(Sharded *s, float *buf) {
     for (int i = 0; i < s->n_pool; i++)
         if (s->pool[i].buf == buf) {
@@ -187,11 +190,13 @@ static void build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, const A
     B->pending = zalloc((size_t)G, sizeof(int));
     B->launched = zalloc((size_t)G, sizeof(int));
     B->buf = zalloc((size_t)G, sizeof(float *));
+    B->wire = zalloc((size_t)G, sizeof(uint16_t *));
     B->task = zalloc((size_t)G, sizeof(CollTask *));
     B->replica = zalloc((size_t)G, sizeof(CollTask *));
     buckets_assign(s);
     CHECK(B->n >= 1 && B->n <= G, "buckets_assign made %d buckets for %d layer groups", B->n, G);
     s->unit_buf = zalloc((size_t)P->n_units, sizeof(float *));
+    s->unit_wire = zalloc((size_t)P->n_units, sizeof(uint16_t *));
     s->unit_task = zalloc((size_t)P->n_units, sizeof(CollTask *));
     s->unit_state = zalloc((size_t)P->n_units, sizeof(UnitState));
     s->use_seq = zalloc((size_t)2 * G + 4, sizeof(int));
@@ -322,9 +327,9 @@ static void destroy(GPT *g, void *arg) {
     if (s->gshard) mem_free(ctx, MEM_GRADS, s->gshard, s->plan.shard_elems * sizeof(float));
     s->pshard = s->gshard = NULL;
     free(s->opt); free(B->of_group); free(B->lo); free(B->hi); free(B->groups);
-    free(B->pending); free(B->launched); free(B->buf); free(B->task);
+    free(B->pending); free(B->launched); free(B->buf); free(B->wire); free(B->task);
     free(B->replica);
-    free(s->unit_buf); free(s->unit_task); free(s->unit_state); free(s->use_seq);
+    free(s->unit_buf); free(s->unit_wire); free(s->unit_task); free(s->unit_state); free(s->use_seq);
     free(s->use_op);
     memset(B, 0, sizeof *B);
     s->opt = NULL;
@@ -400,6 +405,11 @@ void sharded_describe(const Sharded *s, char *buf, size_t n) {
     if (c->kind == SH_HSDP) {
         size_t len = strlen(extra);
         snprintf(extra + len, sizeof extra - len, "; shard groups of %d", s->shard_g.size);
+    }
+    if (c->grad_wire != DT_F32 || c->param_wire != DT_F32) {
+        size_t len = strlen(extra);
+        snprintf(extra + len, sizeof extra - len, "; on the wire: gradients %s, weights %s",
+                 dtype_name(c->grad_wire), dtype_name(c->param_wire));
     }
     snprintf(buf, n, "%s over %d rank%s: %s %s %s, %s%s", names[c->kind], s->world->size,
              s->world->size == 1 ? "" : "s", algo_name(c->algo),

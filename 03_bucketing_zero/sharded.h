@@ -48,6 +48,11 @@ typedef struct {
                           // gathered until its backward: ZeRO-2's memory for the weights)
     int unit_layers;      // fsdp/hsdp: layer groups per unit (zero3: 1)
     int shard_size;       // hsdp: ranks per shard group (must divide the world)
+    // The types on the wire (stage 06): DT_F32 (the default, a zeroed config's) or
+    // DT_BF16. Gradient buckets sent as bf16 are summed in fp32 and rounded after every
+    // addition (06_mixed_precision/README.md §5); weights sent as bf16 lose nothing when
+    // the recipe's weights are bf16 values, which is the only case the driver allows.
+    DType grad_wire, param_wire;
 } ShardConfig;
 
 // ---------------------------------------------------------------- the plan (plan.c)
@@ -84,6 +89,7 @@ typedef struct {
     int *groups;           // how many groups bucket b holds
     int *pending;          // of those, how many backward has not completed yet
     float **buf;           // zero2/3, fsdp: b's gradients while it exists (MEM_COMM); else NULL
+    uint16_t **wire;       // grad_wire bf16: b's bf16 copy while its collective runs, or NULL
     CollTask **task;       // b's collective in flight, or NULL
     CollTask **replica;    // hsdp: then its all-reduce across the replicas, or NULL
     int *launched;         // launched in this backward
@@ -127,6 +133,7 @@ typedef struct Sharded {
     int n_opt;
     // Stage 3's weights, unit by unit.
     float **unit_buf;      // the gathered unit (MEM_COMM), or NULL
+    uint16_t **unit_wire;  // param_wire bf16: its bf16 copy while being gathered, or NULL
     CollTask **unit_task;  // its all-gather in flight
     UnitState *unit_state;
     int *use_seq;          // the use() calls of one micro-batch: unit needing weights, or -1
@@ -185,6 +192,13 @@ void fsdp_on_use(Sharded *s, int group, int need, int at);
 void unit_gather_start(Sharded *s, int u);   // allocate, put this rank's block in, all-gather
 void unit_gather_wait(Sharded *s, int u);    // wait, then point the unit's groups at it
 void unit_free(Sharded *s, int u);
+// ZeRO-1/2 after the update: every rank's block of g->params all-gathered into every
+// rank's weights (blocking), in cfg.param_wire.
+void weights_all_gather(Sharded *s);
+
+// A pool buffer of n 16-bit values (a collective's bf16 copy, MEM_COMM), and back.
+uint16_t *wire_get(Sharded *s, size_t n);
+void wire_put(Sharded *s, uint16_t *w);
 
 // sharded.c: the sum of squares of the real (unpadded) elements of a shard buffer.
 double sharded_sum_squares(const Sharded *s, const float *shard);

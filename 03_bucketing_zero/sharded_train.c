@@ -33,7 +33,8 @@ int main(int argc, char **argv) {
     int kill_rank = -1, kill_at = 0, stall_rank = -1, stall_at = 0;
     double timeout = 60, bucket_mb = 25;
     const char *strategy = "ddp", *algo = "ring", *transport = "shm", *trace = NULL;
-    Flag flags[TRAIN_MAX_FLAGS + 16];
+    const char *grad_comm = "auto", *param_comm = "auto";
+    Flag flags[TRAIN_MAX_FLAGS + 20];
     int nf = train_flags(&a, flags);
     Flag extra[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
@@ -55,6 +56,11 @@ int main(int argc, char **argv) {
         F_INT_SENTINEL("--shard-size", &shard_size, 1, COMM_MAX_RANKS, "0 = all ranks",
                        "hsdp: ranks per shard group (must divide --np)"),
         F_STRING("--trace", &trace, "write the last step's timeline to TRACE.json and TRACE.dat"),
+        F_CHOICE("--grad-comm", &grad_comm, "auto|fp32|bf16", "the gradient buckets' type on the "
+                 "wire (auto: bf16 when --precision computes in bf16, on the CPU; stage 06)"),
+        F_CHOICE("--param-comm", &param_comm, "auto|fp32|bf16", "the gathered weights' type on the "
+                 "wire: bf16 only for weights that are bf16 values, which it moves exactly "
+                 "(auto: then, on the CPU; stage 06)"),
         F_INT_SENTINEL("--kill-rank", &kill_rank, 0, COMM_MAX_RANKS - 1, "-1 = none",
                        "fault test: this rank dies (SIGKILL) ..."),
         F_INT_SENTINEL("--kill-at", &kill_at, 1, 1 << 30, "0 = unset",
@@ -86,10 +92,22 @@ int main(int argc, char **argv) {
                    "buffers): use ddp, zero1 or zero2", strategy);
     if (shard_size && np > 1 && np % shard_size)
         flags_fail("--shard-size %d does not divide --np %d", shard_size, np);
-    if ((kill_rank >= 0) != (kill_at > 0)) flags_fail("--kill-rank and --kill-at go together");
-    if ((stall_rank >= 0) != (stall_at > 0)) flags_fail("--stall-rank and --stall-at go together");
+    // The types on the wire (stage 06). auto picks bf16 on the CPU only: on a GPU the
+    // bf16 collectives of the sharded engine have not run yet (ask for them by name).
     Device dev;
     device_parse(a.device, &dev);
+    GPTRecipe recipe = PREC_FP32;
+    gpt_recipe_parse(a.precision, &recipe);
+    int bf16_values = gpt_recipe_dtype(recipe) == DT_BF16;
+    if (strcmp(param_comm, "bf16") == 0 && !bf16_values)
+        flags_fail("--param-comm bf16 with --precision %s: its weights are not bf16 values, and "
+                   "sending them as bf16 would round them", a.precision);
+    sc.grad_wire = strcmp(grad_comm, "bf16") == 0 ||
+                   (strcmp(grad_comm, "auto") == 0 && bf16_values && dev == DEV_CPU) ? DT_BF16 : DT_F32;
+    sc.param_wire = strcmp(param_comm, "bf16") == 0 ||
+                    (strcmp(param_comm, "auto") == 0 && bf16_values && dev == DEV_CPU) ? DT_BF16 : DT_F32;
+    if ((kill_rank >= 0) != (kill_at > 0)) flags_fail("--kill-rank and --kill-at go together");
+    if ((stall_rank >= 0) != (stall_at > 0)) flags_fail("--stall-rank and --stall-at go together");
     if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: a GPU each, or a shared one
     CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts,
                      .elastic = a.elastic};
@@ -100,10 +118,12 @@ int main(int argc, char **argv) {
     snprintf(conf, sizeof conf, "--np=%d --strategy=%s --algo=%s --bucket-mb=%g --overlap=%d "
              "--prefetch=%d --reshard=%d --fsdp-unit-layers=%d --shard-size=%d --preset=%s "
              "--layers=%d --width=%d --heads=%d --seq=%d --vocab=%d --batch=%d --grad-accum=%d "
-             "--steps=%d --lr=%g --grad-clip=%g --weight-decay=%g --seed=%llu --data=%s",
+             "--steps=%d --lr=%g --grad-clip=%g --weight-decay=%g --seed=%llu --data=%s "
+             "--precision=%s --grad-comm=%s --param-comm=%s",
              comm_size(c), strategy, algo, bucket_mb, sc.overlap, sc.prefetch, sc.reshard,
              unit_layers, shard_size, a.preset, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.seq_len,
-             cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.grad_clip, a.weight_decay, a.seed, a.data);
+             cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.grad_clip, a.weight_decay, a.seed, a.data,
+             a.precision, dtype_name(sc.grad_wire), dtype_name(sc.param_wire));
     comm_check_same_config(c, conf);
 
     // CUDA is touched only now, in each rank: it does not survive the launcher's fork.

@@ -52,11 +52,8 @@ double sharded_step(Sharded *s) {
     }
 
     // 5. ZeRO-1/2: everyone's updated shards back into everyone's weights.
-    if (kind == SH_ZERO1 || kind == SH_ZERO2) {
-        Blocks blk;
-        plan_blocks(P, 0, g->n_params, &blk, NULL);
-        coll_wait(s->ac, all_gather_start(s->ac, s->dp, g->params, &blk, DT_F32, s->cfg.algo,
-                                          "all-gather weights"));
-    }
+    // (weights_all_gather: all_gather_start on g->params over plan_blocks(P, 0,
+    // n_params), then coll_wait; in bf16 on the wire when the recipe allows: units.c.)
+    if (kind == SH_ZERO1 || kind == SH_ZERO2) weights_all_gather(s);
     return norm;
 }

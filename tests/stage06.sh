@@ -139,6 +139,42 @@ S6_TRAIN_MP="--steps 5 --batch 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tfl
 run mp-compose-ddp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose ddp.np2 ddp_train --np 2'
 run mp-compose-zero2 env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose zero2.np2 sharded_train --np 2 --strategy zero2'
 run mp-compose-tp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose tp2 tp_train --np 2 --tp 2 --batch 4'
+run mp-compose-fsdp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose fsdp.np2 sharded_train --np 2 --strategy fsdp'
+
+# The sharded strategies in mixed-bf16 send their gradient buckets and gather their
+# weights as bf16 (--grad-comm auto, --param-comm auto): half the bytes of fp32 (the
+# BYTES lines, rank 0, less the 8-byte fp64 norm all-reduce, which stays). The
+# weights, being bf16 values, travel exactly: with the gradients in fp32 both ways,
+# --param-comm bf16 ends bitwise where --param-comm fp32 ends, on fewer bytes.
+s6_sharded_wire() {  # s6_sharded_wire STRATEGY
+    local st=$1 f="$S6_DIR/wire.$1" k=8 b16 b32 bp
+    [ "$st" = ddp ] && k=0
+    echo "PLAN mp.sharded.wire_bytes.$st"
+    local run=("$BUILD/sharded_train" --np 2 --strategy "$st" $S6_MODEL $S6_TRAIN --precision mixed-bf16)
+    "${run[@]}" --save-params "$f.16.safetensors" >"$f.16.log" 2>&1 &&
+    "${run[@]}" --grad-comm fp32 --param-comm fp32 --save-params "$f.32.safetensors" >"$f.32.log" 2>&1 &&
+    "${run[@]}" --grad-comm fp32 --param-comm bf16 --save-params "$f.p16.safetensors" >"$f.p16.log" 2>&1 ||
+        { echo "FAIL mp.sharded.wire_bytes.$st  a run failed: $(grep -h -m1 error "$f".*.log)"; return 1; }
+    b16=$(grep -m1 '^BYTES rank=0' "$f.16.log" | grep -oE '[0-9]+$')
+    b32=$(grep -m1 '^BYTES rank=0' "$f.32.log" | grep -oE '[0-9]+$')
+    bp=$(grep -m1 '^BYTES rank=0' "$f.p16.log" | grep -oE '[0-9]+$')
+    if [ -n "$b16" ] && [ -n "$b32" ] && [ "$b32" -gt "$k" ] && [ $((2 * (b16 - k))) -eq $((b32 - k)) ] &&
+       grep -q 'on the wire: gradients bf16, weights bf16' "$f.16.log"; then
+        echo "PASS mp.sharded.wire_bytes.$st  rank 0 sent $b16 B a step in bf16, $b32 B in fp32"
+    else
+        echo "FAIL mp.sharded.wire_bytes.$st  bf16 '$b16' B, fp32 '$b32' B: want (bf16 - $k) x 2 = fp32 - $k"
+    fi
+    [ "$st" = ddp ] && return 0  # DDP gathers no weights
+    echo "PLAN mp.sharded.param_comm_exact.$st"
+    if cmp -s "$f.p16.safetensors" "$f.32.safetensors" && [ -n "$bp" ] && [ "$bp" -lt "$b32" ]; then
+        echo "PASS mp.sharded.param_comm_exact.$st  weights gathered as bf16: bitwise those of fp32; $bp B against $b32 B"
+    else
+        echo "FAIL mp.sharded.param_comm_exact.$st  --param-comm bf16 against fp32: weights $(cmp -s "$f.p16.safetensors" "$f.32.safetensors" && echo equal || echo differ), $bp B against $b32 B"
+    fi
+}
+export -f s6_sharded_wire
+for st in ddp zero1 zero2 zero3 fsdp; do run "mp-sharded-wire-$st" s6_sharded_wire "$st"; done
+
 # ZeRO-3 and FSDP hold shards of the weights, drawn in fp32; a mixed recipe rounds
 # them before their first use, as one process rounds its weights: they end bitwise
 # where ZeRO-2 ends (in fp32 the three are bitwise equal too; the same sums).
@@ -223,6 +259,7 @@ export -f s6_refuse
 run mp-refuse-zb-full s6_refuse zb_full "not with --recompute full" pp_train --np 2 --pp 2 --schedule zb-h1 --recompute full
 run mp-refuse-fp8-tp s6_refuse fp8_tp "--precision fp8 casts the serial linear layers: not with --tp 2" tp_train --np 2 --tp 2 --precision fp8
 run mp-refuse-fp8-fsdp s6_refuse fp8_fsdp "--precision fp8 is not for --strategy fsdp" sharded_train --np 2 --strategy fsdp --precision fp8
+run mp-refuse-param-comm s6_refuse param_comm_fp32 "its weights are not bf16 values" sharded_train --np 2 --strategy zero3 --param-comm bf16
 run mp-refuse-every s6_refuse every_needs_full "--recompute-every 2 needs --recompute full" train --recompute selective --recompute-every 2
 
 # ---------------------------------------------------------------- gradients in bf16

@@ -27,7 +27,9 @@
 //    NULL), else g->params + s->opt[i].begin.
 // 5. zero1 and zero2 keep the whole weights: all-gather them over the partition's
 //    blocks of the whole buffer (plan_blocks(&s->plan, 0, g->n_params, &blk, NULL);
-//    all_gather_start on g->params, then coll_wait). Stage 3 gathers before use.
+//    all_gather_start on g->params, then coll_wait; or weights_all_gather(s), which
+//    does that and, in a mixed recipe, sends the weights as bf16: stage 06). Stage 3
+//    gathers before use.
 double sharded_step(Sharded *s) {
     (void)s;
     // TODO(exercise)
