@@ -109,6 +109,20 @@ static void choose(const CkptConfig *cc, const GPT *g, char chosen[256]) {
         if (!chosen[0] && refused)
             snprintf(chosen, 256, "!all %d checkpoint%s in %s failed verification (see above)",
                      refused, refused == 1 ? "" : "s", cc->dir);
+        // The refused ones newer than the one chosen are set aside (step-N.refused, kept
+        // for a post-mortem): the resumed run saves step N again where the refused one
+        // was, and pruning must not count it among the checkpoints it keeps. (When
+        // every one is refused, none is moved: the run stops and the files stay as they
+        // are, perhaps for a run with the right flags.)
+        for (int i = 0; chosen[0] && chosen[0] != '!' && i < refused; i++) {
+            char name[64], from[4200], to[4300];
+            ckpt_step_name(steps[i], name, sizeof name);
+            snprintf(from, sizeof from, "%s/%s", cc->dir, name);
+            snprintf(to, sizeof to, "%s.refused", from);
+            ckpt_remove_tree(to);  // an older post-mortem of the same step
+            if (rename(from, to) == 0) log_warn("checkpoint %s set aside as %s", from, to);
+            else log_warn("checkpoint %s could not be set aside: %s", from, strerror(errno));
+        }
         free(steps);
     }
     ckpt_broadcast_name(cc, chosen);

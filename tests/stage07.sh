@@ -168,7 +168,9 @@ run ft-kill-mid-collective s7_kill_mid_collective
 
 # Corruption by flag (--inject corrupt): once step 6's checkpoint is published, a
 # byte of rank 1's shard flips. The run that resumes refuses step 6 by its
-# checksum, naming the file, resumes from step 3, and still ends bitwise.
+# checksum, naming the file, resumes from step 3, and still ends bitwise. The
+# refused checkpoint is set aside (step-00000006.refused), so the resumed run saves
+# step 6 again where it was, and pruning (keep 3) ends with steps 6, 9 and 10, all good.
 s7_corrupt() {
     local d="$S7_DIR/corrupt" ref="$S7_DIR/ref.ddp.safetensors" why
     rm -rf "$d" && mkdir -p "$d"
@@ -177,14 +179,18 @@ s7_corrupt() {
     "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --steps 6 --ckpt-dir "$d/ck" --ckpt-every 3 \
         --inject corrupt,step=6,rank=1 >"$d/first.log" 2>&1
     # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --resume \
-        --save-params "$d/out.safetensors" >"$d/resume.log" 2>&1
+    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --resume --ckpt-every 3 \
+        --ckpt-keep 3 --save-params "$d/out.safetensors" >"$d/resume.log" 2>&1
     why=$(grep -h -m1 -o 'step-00000006 refused: .*' "$d/resume.log" | sed 's#/[^ ]*/step-#step-#')
+    local kept
+    kept=$(cd "$d/ck" && ls -d step-* | tr '\n' ' ')
     if [ -n "$why" ] && grep -q 'rank-00001.safetensors: CRC-32C .*(corrupt)' "$d/resume.log" &&
-       grep -q 'resumed from .*step-00000003' "$d/resume.log" && cmp -s "$d/out.safetensors" "$ref"; then
-        echo "PASS s7.inject_corrupt  $why; resumed from step 3, final weights bitwise"
+       grep -q 'resumed from .*step-00000003' "$d/resume.log" && cmp -s "$d/out.safetensors" "$ref" &&
+       [ "$kept" = "step-00000006 step-00000006.refused step-00000009 step-00000010 " ] &&
+       ! grep -qiE 'checkpoint.*fail|renaming' "$d/resume.log"; then
+        echo "PASS s7.inject_corrupt  $why; resumed from step 3, final weights bitwise; kept: $kept"
     else
-        echo "FAIL s7.inject_corrupt  $(grep -h -m2 -E 'injected|refused|resumed|error' "$d"/*.log | tr '\n' ' ' | cut -c1-300)"
+        echo "FAIL s7.inject_corrupt  kept: $kept; $(grep -h -m3 -iE 'injected|refused|resumed|error|fail' "$d"/*.log | tr '\n' ' ' | cut -c1-300)"
         return 1
     fi
 }
