@@ -72,10 +72,25 @@ int sdc_check(const CkptConfig *cc, const TrainState *st, int *compared, char *m
         if (same < 2) continue;
         (*compared)++;
         uint32_t mine = ((uint32_t)x[3] << 16) | (uint32_t)x[4];
-        if (mine != majority) {
-            size_t len = strlen(msg);
-            snprintf(msg + len, n - len, "%srank %d's weights hash to %08x, its %d replica%s' to %08x",
-                     bad ? "; " : "", r, mine, same - agree, same - agree == 1 ? "" : "s", majority);
+        size_t len = strlen(msg);
+        if (2 * majority_votes <= same) {
+            // No hash has more than half the votes (two replicas that differ, or a tie):
+            // a fault, but which replica holds it cannot be told. Said once, by the
+            // group's first rank.
+            int first = r;
+            for (int q = 0; q < r; q++) {
+                const float *y = v + (size_t)q * 5;
+                if (y[0] != 0 && y[1] == x[1] && y[2] == x[2]) { first = q; break; }
+            }
+            if (first == r)
+                snprintf(msg + len, n - len, "%sthe %d replicas of rank %d's weights disagree and no "
+                         "hash has a majority: the faulty one cannot be named (that takes 3 or "
+                         "more replicas)", bad ? "; " : "", same, r);
+            bad += first == r;
+        } else if (mine != majority) {
+            snprintf(msg + len, n - len, "%srank %d's weights hash to %08x, where %d of its %d "
+                     "replicas hash to %08x", bad ? "; " : "", r, mine, majority_votes, same - 1,
+                     majority);
             bad++;
         }
     }
