@@ -63,6 +63,10 @@ void tp_reduce_norm_grads(GPT *g) {
     for (int k = 0; k <= 2 * g->cfg.n_layer; k++) {
         const ParamSlice *w = &g->slices[norm_slice(g, k)];
         tp_allreduce(g, g->grads + w->offset, 2 * w->numel);  // weight and bias
+        // Mixed precision: the backward left these unrounded (model_backward.c's
+        // fire_hook): the total is rounded once, as one process rounds its own.
+        if (g->prec.dtype != DT_F32 && w->numel)
+            g->ctx->ops->round_to(g->ctx, g->grads + w->offset, 2 * w->numel, g->prec.dtype);
     }
 }
 

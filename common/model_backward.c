@@ -12,12 +12,29 @@
 
 // ---------------------------------------------------------------- backward
 
+// 1 if slice i is a LayerNorm's weight or bias.
+static int norm_slice(const GPT *g, int i) {
+    int k = (i - 2) % GPT_BLOCK_TENSORS;
+    if (i == lnf_slice(g) || i == lnf_slice(g) + 1) return 1;
+    return i >= 2 && i < lnf_slice(g) &&
+           (k == GPT_LN1W || k == GPT_LN1B || k == GPT_LN2W || k == GPT_LN2B);
+}
+
 // A group's gradients are complete for this micro-batch: round them to the
 // recipe's dtype (mixed precision: the weight gradients are bf16 or fp16, summed
 // in fp32 by the ops and rounded once per micro-batch), then tell the strategy.
+// With sequence parallelism a rank's LayerNorm gradients are sums over its own
+// rows only: tp_reduce_norm_grads (stage 04) adds the ranks' up after the
+// backward and rounds the total, which rounding the parts here would round twice.
 static void fire_hook(GPT *g, int group) {
-    if (g->ggrads[group])
-        gpt_round(g, g->ggrads[group], g->group_offset[group + 1] - g->group_offset[group]);
+    float *d = g->ggrads[group];
+    size_t lo = g->group_offset[group];
+    if (d && !g->tp.sp) gpt_round(g, d, g->group_offset[group + 1] - lo);
+    for (int i = 0; d && g->tp.sp && i < g->n_slices; i++) {
+        const ParamSlice *s = &g->slices[i];
+        if (s->group == group && s->numel && !norm_slice(g, i))
+            gpt_round(g, d + (s->offset - lo), s->numel);
+    }
     if (g->hook) g->hook(g, group, g->hook_arg);
 }
 

@@ -140,6 +140,13 @@ run mp-compose-ddp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose ddp.np2 ddp_t
 run mp-compose-zero2 env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose zero2.np2 sharded_train --np 2 --strategy zero2'
 run mp-compose-tp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose tp2 tp_train --np 2 --tp 2 --batch 4'
 run mp-compose-fsdp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose fsdp.np2 sharded_train --np 2 --strategy fsdp'
+# Sequence parallelism leaves each rank the LayerNorms' gradients over its own rows;
+# the ranks' parts are summed after the backward and the total rounded once (not each
+# part rounded, then summed): TP 2 with --sp ends bitwise where TP 2 without it ends.
+# (One micro-batch a step: with gradient accumulation the parts are summed, and the
+# sum rounded, once per step, where without SP every micro-batch rounds its running
+# sum: the same difference as between DDP and ZeRO-2, README §2.)
+run mp-tp-sp-rounding env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_bitwise mp.tp.sp_equals_no_sp.mixed-bf16 "" "--sp" tp_train --np 2 --tp 2 --batch 4 --precision mixed-bf16'
 
 # The sharded strategies in mixed-bf16 send their gradient buckets and gather their
 # weights as bf16 (--grad-comm auto, --param-comm auto): half the bytes of fp32 (the
