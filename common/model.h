@@ -92,6 +92,11 @@ void gpt_fill_slices_part(const GPTConfig *c, const GPTPart *part, ParamSlice *s
 // piece back into its place in `whole`.
 void gpt_slice_copy(const ParamSlice *s, int rank, float *whole, float *piece,
                     int to_piece);
+// Where element e of rank `rank`'s piece of s lies in the whole tensor (*global, from
+// the tensor's first element), and how many elements from e on follow it there
+// contiguously: a run of the piece that is a run of the whole. (Padding rows of the
+// vocabulary map past the tensor's end.)
+size_t gpt_slice_run(const ParamSlice *s, int rank, size_t e, size_t *global);
 // Rows of the vocabulary each of t ranks holds: ceil(V / t).
 int gpt_vocab_block(const GPTConfig *c, int tp);
 // NULL if the model splits over tp ranks (with sequence parallelism sp for a

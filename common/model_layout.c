@@ -176,6 +176,26 @@ void gpt_slice_copy(const ParamSlice *s, int rank, float *whole, float *piece,
         }
 }
 
+size_t gpt_slice_run(const ParamSlice *s, int rank, size_t e, size_t *global) {
+    if (s->split == SPLIT_NONE) {
+        *global = e;
+        return s->numel - e;
+    }
+    if (s->split == SPLIT_COLS) {  // row r of the piece: columns [rank*cols, ...) of row r
+        size_t r = e / (size_t)s->cols, c = e % (size_t)s->cols;
+        *global = r * (size_t)s->gcols + (size_t)rank * s->cols + c;
+        return (size_t)s->cols - c;
+    }
+    int vec = s->grows == 1;  // as gpt_slice_copy: rows (or a vector's elements) in blocks
+    size_t unit = vec ? 1 : (size_t)s->gcols;
+    int whole_len = vec ? s->gcols : s->grows, piece_len = vec ? s->cols : s->rows;
+    int blocks = s->split == SPLIT_QKV ? 3 : 1;
+    size_t wb = (size_t)(whole_len / blocks), pb = (size_t)(piece_len / blocks);
+    size_t row = e / unit, off = e % unit, k = row / pb, j = row % pb;
+    *global = (k * wb + (size_t)rank * pb + j) * unit + off;
+    return (pb - j) * unit - off;
+}
+
 size_t gpt_num_params(const GPTConfig *c) {
     size_t C = c->n_embd;
     // per block: 2 layernorms (4C) + qkv (3C^2 + 3C) + proj (C^2 + C) + fc (4C^2 + 4C)

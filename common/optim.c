@@ -53,6 +53,28 @@ int adamw_step(AdamW *opt, GPT *g, double grad_norm) {
     return adamw_step_at(opt, g, g->params + opt->begin, g->grads + opt->begin, grad_norm);
 }
 
+// Pure bf16 with stochastic rounding: the weights of the owned range rounded with a
+// fresh stream per step, each element's draw fixed by its place in the single-process
+// model (sround_bits(seed, index)): a tensor-parallel piece, a pipeline stage or a
+// shard draws what one process draws for the same weight. Run by run of each slice
+// that is contiguous in the whole tensor (gpt_slice_run).
+static void round_stochastic(const AdamW *opt, const GPT *g, float *p) {
+    Ctx *ctx = g->ctx;
+    uint64_t seed = g->prec.seed + 0x9E3779B97F4A7C15ull * (uint64_t)opt->t;
+    for (int i = 0; i < g->n_slices; i++) {
+        const ParamSlice *s = &g->slices[i];
+        size_t lo = s->offset > opt->begin ? s->offset : opt->begin;
+        size_t hi = s->offset + s->numel < opt->end ? s->offset + s->numel : opt->end;
+        for (size_t at = lo; at < hi;) {
+            size_t global, run = gpt_slice_run(s, g->tp.rank, at - s->offset, &global);
+            if (run > hi - at) run = hi - at;
+            ctx->ops->round_stochastic_bf16(ctx, p + (at - opt->begin), run, seed,
+                                            s->goffset + global);
+            at += run;
+        }
+    }
+}
+
 int adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double grad_norm) {
     const AdamWConfig *c = &opt->cfg;
     const GPTPrecision *pr = &g->prec;
@@ -97,11 +119,8 @@ int adamw_step_at(AdamW *opt, const GPT *g, float *p, const float *grad, double 
         o->copy(ctx, p, opt->master, n * sizeof(float));
         o->round_to(ctx, p, n, pr->dtype);
     } else {            // pure low precision: the weights and the moments are the state
-        if (pr->stochastic)  // a fresh stream per step, an element's place fixes its draw
-            o->round_stochastic_bf16(ctx, p, n, pr->seed + 0x9E3779B97F4A7C15ull * (uint64_t)opt->t,
-                                     opt->begin);
-        else
-            o->round_to(ctx, p, n, pr->dtype);
+        if (pr->stochastic) round_stochastic(opt, g, p);
+        else o->round_to(ctx, p, n, pr->dtype);
         o->round_to(ctx, opt->m, n, pr->dtype);
         o->round_to(ctx, opt->v, n, pr->dtype);
     }

@@ -136,10 +136,28 @@ s6_compose() {  # s6_compose NAME BINARY [FLAGS...]   (2 ranks, global batch 2 x
 }
 export -f s6_compose
 S6_TRAIN_MP="--steps 5 --batch 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1"
+export S6_TRAIN_MP
 run mp-compose-ddp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose ddp.np2 ddp_train --np 2'
 run mp-compose-zero2 env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose zero2.np2 sharded_train --np 2 --strategy zero2'
 run mp-compose-tp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose tp2 tp_train --np 2 --tp 2 --batch 4'
 run mp-compose-fsdp env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_compose fsdp.np2 sharded_train --np 2 --strategy fsdp'
+# Pure bf16 with stochastic rounding draws each weight's random bits by its place in
+# the single-process model, so a tensor-parallel rank's pieces round as one process
+# rounds them (drawn by the piece's own index, every rank would reuse the same bits
+# for different weights: 5.6e-3 from one process after 4 steps). TP 2 ends within
+# 2^-8 of one process in bf16-sr (measured: bitwise).
+s6_tp_sr() {
+    local f="$S6_DIR/tp_sr" e
+    echo "PLAN mp.tp.bf16-sr_equals_one_process"
+    "$BUILD/train" $S6_MODEL $S6_TRAIN_MP --batch 4 --precision bf16-sr --save-params "$f.1.safetensors" >"$f.1.log" 2>&1 &&
+    "$BUILD/tp_train" --np 2 --tp 2 $S6_MODEL $S6_TRAIN_MP --batch 4 --precision bf16-sr \
+        --save-params "$f.tp.safetensors" >"$f.tp.log" 2>&1 ||
+        { echo "FAIL mp.tp.bf16-sr_equals_one_process  a run failed: $(grep -h -m1 error "$f".*.log)"; return 1; }
+    "$BUILD/tests/compare_params" "$f.tp.safetensors" "$f.1.safetensors" 0.00390625 mp.tp.bf16-sr_equals_one_process
+}
+export -f s6_tp_sr
+run mp-tp-sr s6_tp_sr
+
 # Sequence parallelism leaves each rank the LayerNorms' gradients over its own rows;
 # the ranks' parts are summed after the backward and the total rounded once (not each
 # part rounded, then summed): TP 2 with --sp ends bitwise where TP 2 without it ends.
