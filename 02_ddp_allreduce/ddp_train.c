@@ -71,6 +71,12 @@ int main(int argc, char **argv) {
     // mode forbids it, is refused once here, not by every rank after it.
     if (dev == DEV_CUDA) gpu_check_launch(np);
     Comm *c = comm_launch(&cc);  // from here on, this is one rank of many
+    char conf[COMM_CONFIG_BYTES];  // every rank the same flags (mpirun: each its own command line)
+    train_config_words(&a, &cfg, conf, sizeof conf);
+    size_t len = strlen(conf);
+    snprintf(conf + len, sizeof conf - len, " --np=%d --algo=%s --gpu-comm=%s --grad-comm=%s",
+             comm_size(c), algo, gpu_comm, wire_bf16 ? "bf16" : "fp32");
+    comm_check_same_config(c, conf);
 
     // CUDA is touched only now, in each rank: it does not survive the launcher's fork.
     Ctx ctx;

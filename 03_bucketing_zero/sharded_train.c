@@ -115,15 +115,13 @@ int main(int argc, char **argv) {
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
 
     char conf[COMM_CONFIG_BYTES];
-    snprintf(conf, sizeof conf, "--np=%d --strategy=%s --algo=%s --bucket-mb=%g --overlap=%d "
-             "--prefetch=%d --reshard=%d --fsdp-unit-layers=%d --shard-size=%d --preset=%s "
-             "--layers=%d --width=%d --heads=%d --seq=%d --vocab=%d --batch=%d --grad-accum=%d "
-             "--steps=%d --lr=%g --grad-clip=%g --weight-decay=%g --seed=%llu --data=%s "
-             "--precision=%s --grad-comm=%s --param-comm=%s",
-             comm_size(c), strategy, algo, bucket_mb, sc.overlap, sc.prefetch, sc.reshard,
-             unit_layers, shard_size, a.preset, cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.seq_len,
-             cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.grad_clip, a.weight_decay, a.seed, a.data,
-             a.precision, dtype_name(sc.grad_wire), dtype_name(sc.param_wire));
+    train_config_words(&a, &cfg, conf, sizeof conf);
+    size_t len = strlen(conf);
+    snprintf(conf + len, sizeof conf - len, " --np=%d --strategy=%s --algo=%s --bucket-mb=%g "
+             "--overlap=%d --prefetch=%d --reshard=%d --fsdp-unit-layers=%d --shard-size=%d "
+             "--grad-comm=%s --param-comm=%s", comm_size(c), strategy, algo, bucket_mb,
+             sc.overlap, sc.prefetch, sc.reshard, unit_layers, shard_size,
+             dtype_name(sc.grad_wire), dtype_name(sc.param_wire));
     comm_check_same_config(c, conf);
 
     // CUDA is touched only now, in each rank: it does not survive the launcher's fork.

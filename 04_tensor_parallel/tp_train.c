@@ -70,12 +70,10 @@ int main(int argc, char **argv) {
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
     CHECK(comm_size(c) % tp == 0, "--tp %d does not divide the %d ranks", tp, comm_size(c));
     char conf[COMM_CONFIG_BYTES];
-    snprintf(conf, sizeof conf, "--np=%d --tp=%d --sp=%d --algo=%s --preset=%s --layers=%d "
-             "--width=%d --heads=%d --seq=%d --vocab=%d --batch=%d --grad-accum=%d --steps=%d "
-             "--lr=%g --grad-clip=%g --weight-decay=%g --seed=%llu --data=%s --device=%s",
-             comm_size(c), tp, sp, algo, a.preset, cfg.n_layer, cfg.n_embd, cfg.n_head,
-             cfg.seq_len, cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.grad_clip,
-             a.weight_decay, a.seed, a.data, a.device);
+    train_config_words(&a, &cfg, conf, sizeof conf);
+    size_t len = strlen(conf);
+    snprintf(conf + len, sizeof conf - len, " --np=%d --tp=%d --sp=%d --algo=%s", comm_size(c),
+             tp, sp, algo);
     comm_check_same_config(c, conf);
 
     Ctx ctx;

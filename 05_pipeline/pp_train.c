@@ -96,12 +96,11 @@ int main(int argc, char **argv) {
     if (dev == DEV_CUDA) gpu_check_launch(np);  // a usable GPU, shareable: before the fork
     Comm *c = comm_launch(&cc);  // from here on, one rank of many
     char conf[COMM_CONFIG_BYTES];
-    snprintf(conf, sizeof conf, "--np=%d --pp=%d --tp=%d --sp=%d --zero1=%d --schedule=%s --chunks=%d "
-             "--algo=%s --preset=%s --layers=%d --width=%d --heads=%d --seq=%d --vocab=%d "
-             "--batch=%d --grad-accum=%d --steps=%d --lr=%g --seed=%llu --data=%s --device=%s",
-             comm_size(c), pp, tp, sp, zero1, sched, chunks, algo, a.preset, cfg.n_layer, cfg.n_embd,
-             cfg.n_head, cfg.seq_len, cfg.vocab, a.batch, a.accum, a.steps, a.lr, a.seed, a.data,
-             a.device);
+    train_config_words(&a, &cfg, conf, sizeof conf);
+    size_t len = strlen(conf);
+    snprintf(conf + len, sizeof conf - len, " --np=%d --pp=%d --tp=%d --sp=%d --zero1=%d "
+             "--schedule=%s --chunks=%d --algo=%s", comm_size(c), pp, tp, sp, zero1, sched,
+             chunks, algo);
     comm_check_same_config(c, conf);
     // The pipeline's GPU messages: over NCCL when every rank has a GPU of its own
     // (GPU_AUTO), over CUDA IPC when ranks share one. NCCL runs each rank's messages

@@ -91,6 +91,20 @@ int train_flags(TrainArgs *a, Flag *rows) {
     return n;
 }
 
+void train_config_words(const TrainArgs *a, const GPTConfig *cfg, char *buf, size_t n) {
+    int len = snprintf(buf, n, "--preset=%s --layers=%d --width=%d --heads=%d --seq=%d --vocab=%d "
+                       "--batch=%d --grad-accum=%d --steps=%d --lr=%g --beta1=%g --beta2=%g "
+                       "--grad-clip=%g --weight-decay=%g --warmup=%d --seed=%llu --data=%s "
+                       "--device=%s --precision=%s --recompute=%s --recompute-every=%d "
+                       "--acts-fp32=%d --loss-scale=%g --loss-scale-window=%d",
+                       a->preset, cfg->n_layer, cfg->n_embd, cfg->n_head, cfg->seq_len,
+                       cfg->vocab, a->batch, a->accum, a->steps, a->lr, a->beta1, a->beta2,
+                       a->grad_clip, a->weight_decay, a->warmup, (unsigned long long)a->seed,
+                       a->data, a->device, a->precision, a->recompute, a->recompute_every,
+                       a->acts_fp32, a->loss_scale, a->loss_scale_window);
+    CHECK(len > 0 && (size_t)len < n, "the training flags take %d bytes: more than %zu", len, n);
+}
+
 void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     CHECK(gpt_preset(a->preset, cfg) == 0, "unknown preset %s", a->preset);
     if (a->layers) cfg->n_layer = a->layers;

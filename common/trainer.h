@@ -49,6 +49,11 @@ int train_flags(TrainArgs *a, Flag *rows);
 // Resolves preset + overrides into cfg, validating everything (exits 2 naming
 // the flag on bad input).
 void train_resolve(const TrainArgs *a, GPTConfig *cfg);
+// The training flags every rank must share, as words ("--preset=small --layers=4 ...
+// --precision=mixed-bf16 ..."), into buf: a driver appends its own and hands the
+// line to comm_check_same_config, so a rank started with other flags (mpirun and
+// torchrun start each rank from its own command line) is named before any work.
+void train_config_words(const TrainArgs *a, const GPTConfig *cfg, char *buf, size_t n);
 
 // A data-parallel strategy that shards what DDP replicates (stage 03: ZeRO-1/2/3,
 // FSDP) owns the model states and the optimizer step; the trainer keeps the loop,

@@ -284,6 +284,23 @@ export -f s6_refuse
 run mp-refuse-zb-full s6_refuse zb_full "not with --recompute full" pp_train --np 2 --pp 2 --schedule zb-h1 --recompute full
 run mp-refuse-fp8-tp s6_refuse fp8_tp "--precision fp8 casts the serial linear layers: not with --tp 2" tp_train --np 2 --tp 2 --precision fp8
 run mp-refuse-fp8-fsdp s6_refuse fp8_fsdp "--precision fp8 is not for --strategy fsdp" sharded_train --np 2 --strategy fsdp --precision fp8
+# Under mpirun every rank parses its own command line: ranks started with different
+# recipes are named before any work (train_config_words, shared by every driver).
+if mpi_built; then
+    s6_mismatch() {
+        local out
+        out=$(tests/mpirun.sh -np 1 "$BUILD/ddp_train" --transport mpi $S6_MODEL --steps 1 --peak-tflops 1 \
+              : -np 1 "$BUILD/ddp_train" --transport mpi $S6_MODEL --steps 1 --peak-tflops 1 \
+              --precision mixed-bf16 2>&1)
+        if grep -q "rank 0 has --precision=fp32, rank 1 has --precision=mixed-bf16" <<<"$out"; then
+            echo "PASS mp.config.precision_mismatch_named  $(grep -m1 -o 'the ranks run different.*bf16' <<<"$out")"
+        else
+            echo "FAIL mp.config.precision_mismatch_named  output: $(tail -n 3 <<<"$out" | cut -c1-300)"
+        fi
+    }
+    export -f s6_mismatch
+    run mp-config-mismatch s6_mismatch
+fi
 run mp-refuse-param-comm s6_refuse param_comm_fp32 "its weights are not bf16 values" sharded_train --np 2 --strategy zero3 --param-comm bf16
 run mp-refuse-every s6_refuse every_needs_full "--recompute-every 2 needs --recompute full" train --recompute selective --recompute-every 2
 
