@@ -1,7 +1,7 @@
 // pipe.h — pipeline parallelism: the model's layers cut into stages, one rank
 // each, and a schedule (schedule.h) that moves m micro-batches through them.
 //
-//   schedule.c, sched_1f1b.c, sched_interleaved.c   the schedules, as data
+//   schedule.c, sched_1f1b.c, sched_interleaved.c, sched_zb.c   the schedules, as data
 //   checker.c        proves a schedule sound before it runs
 //   engine.c         runs this rank's list of actions; engine_step.c, one action
 //   pipe_model.c     the stages' models, the tied embedding, the step, gathering

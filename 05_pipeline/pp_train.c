@@ -58,8 +58,8 @@ int main(int argc, char **argv) {
     };
     nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
     flags_parse(flags, nf, argc, argv, "pp_train [flags]",
-                "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B) composed with tensor and "
-                "data parallelism over a dp x tp x pp mesh of ranks.");
+                "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B, zero-bubble ZB-H1) composed "
+                "with tensor and data parallelism over a dp x tp x pp mesh of ranks.");
     if (a.elastic) flags_fail("--elastic: a pipeline cannot lose one rank (use ddp_train or "
                               "sharded_train)");
     GPTConfig cfg;

@@ -17,7 +17,7 @@
 //   BACKWARD_WEIGHT mb c gradient (what the previous stage waits for), and the
 //                        weight gradients, which nobody waits for
 //
-// The generators (schedule.c: GPipe; sched_1f1b.c; sched_interleaved.c) write
+// The generators (schedule.c: GPipe; sched_1f1b.c; sched_interleaved.c; sched_zb.c) write
 // them; the checker (checker.c) proves a schedule sound before it runs; the
 // engine (engine.c) executes any sound schedule. Sends and receives are posted,
 // not waited for: a FORWARD waits for its activation, a BACKWARD for its
@@ -41,7 +41,7 @@ typedef struct {
 } PPAction;
 
 typedef struct {
-    const char *name;  // "gpipe", "1f1b", "interleaved"
+    const char *name;  // "gpipe", "1f1b", "interleaved", "zb-h1"
     int p, m, v;
     int n[PP_MAX_STAGES];           // actions of each rank
     PPAction *acts[PP_MAX_STAGES];  // acts[s][0..n[s])

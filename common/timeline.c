@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "checkpoint.h"  // ckpt_mkdirs
 #include "timeline.h"
 
 static const char *lane_names[TL_LANES] = {"compute", "communication", "waiting"};
@@ -91,7 +92,18 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+// The folder a file goes in, made if it is missing (--trace runs/pp: runs/).
+static void make_parent(const char *path) {
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!slash || slash == path) return;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (ckpt_mkdirs(dir) != 0) log_warn("cannot create the folder %s: %s", dir, strerror(errno));
+}
+
 static int write_files(const Timeline *all, int p, const char *json, const char *dat) {
+    make_parent(json);
+    make_parent(dat);
     double origin = 1e300;
     for (int r = 0; r < p; r++)
         for (int l = 0; l < TL_LANES; l++)
