@@ -10,18 +10,20 @@
 //
 // ZB-H1 is 1F1B's order with the backward split, and with the W passes moved to
 // where 1F1B idles. In 1F1B rank s waits s backwards at the end of a step (the last
-// gradients coming back down the pipeline after its own are done): so rank s keeps
-// back the W passes of its first s micro-batches and runs them there, each other W
-// right after its B. Its B passes, no longer followed by their W in the steady
-// state's first s rounds, send the gradients back a W sooner, and the ranks before
-// it start their cool-down sooner. With tF = tB = tW the step is 3m + p - 1 time
+// gradients coming back down the pipeline after its own are done): so on rank s
+// each W runs s micro-batches after its B (micro-batch i - s's W after micro-batch
+// i's B), and the last s W passes fill that drain. Its B passes, no longer followed
+// by their own W, send the gradients back a W sooner, and the ranks before it start
+// their cool-down sooner. With tF = tB = tW and m >= p the step is 3m + p - 1 time
 // units against 1F1B's 3m + 3(p - 1): the bubble (p-1)(tF+tB-tW) / (m(tF+tB+tW)),
 // a third of 1F1B's (build/pp_sim reproduces it exactly while tW <= tF and tW <= tB:
-// a longer W outgrows the idle time it is moved into).
+// a longer W outgrows the idle time it is moved into; with m < p there are not
+// enough W passes to fill it).
 //
 // The price is memory: a micro-batch's activations stay until its W, so rank s
-// holds up to p - s + s = p micro-batches (min(p, m)): every rank as many as 1F1B's
-// first, which is the peak the job must fit anyway ("the same peak memory as 1F1B").
+// holds up to p - s + s = p micro-batches (min(p, m)), as many as 1F1B's first
+// stage, plus the output gradients each keeps from its B to its W: a higher peak
+// than 1F1B's (05_pipeline/README.md §4 has the measured numbers).
 #include "schedule.h"
 
 void sched_zb_h1(PPSchedule *S) {

@@ -83,7 +83,7 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_INT("--sdc-check", &a->sdc_every, 0, 1 << 30, "every n steps, compare a hash of the data-parallel replicas' weights: a rank that differs is named and the run stops (0 = off)"),
         F_DOUBLE("--spike-factor", &a->spike_factor, 0, 1e6, "skip the update of a step whose loss exceeds this x the median of the last 16 (0 = off)"),
         F_DOUBLE("--straggler-factor", &a->straggler_factor, 0, 1e6, "name a rank whose forward and backward take over this x the median of all ranks', 3 steps in a row (0 = off)"),
-        F_STRING("--inject", &a->inject, "fault injection: kill|hang|spike|bitflip|slow|corrupt,step=N|random[,rank=R|random][,during=ckpt|collective][,seed=S] (07_fault_tolerance)"),
+        F_STRING("--inject", &a->inject, "fault injection: kill|hang|spike|bitflip|slow|corrupt,step=N|random[,rank=R|random][,during=ckpt|collective][,attempt=A][,factor=F][,seed=S][,permanent] (07_fault_tolerance)"),
     };
     int n = FLAG_COUNT(f);
     CHECK(n <= TRAIN_MAX_FLAGS, "TRAIN_MAX_FLAGS too small");
