@@ -125,6 +125,8 @@ int main(int argc, char **argv) {
     Device dev;
     device_parse(device_s, &dev);
     if (dev == DEV_CPU && algo == ALGO_NCCL) flags_fail("--algo nccl needs --device cuda");
+    if (dev == DEV_CPU && !collective_has((CollOp)op, algo))
+        flags_fail("--op %s has no --algo %s: it has %s", op_s, algo_s, collective_algos((CollOp)op));
     if (dev == DEV_CUDA && algo != ALGO_RING && algo != ALGO_NCCL)
         flags_fail("--device cuda: --algo is ring (our ring over CUDA IPC) or nccl, not %s", algo_s);
     CommConfig cc = {.np = np, .timeout_s = timeout};
@@ -218,7 +220,7 @@ int main(int argc, char **argv) {
                 mine[iters] += other[iters];
             }
             double wrong = mine[iters], worst = median(mine, iters);
-            double algbw = bytes / worst * 1e-9;
+            double algbw = (double)(n * es) / worst * 1e-9;  // the bytes moved: n whole elements
             char line[256];
             int len = snprintf(line, sizeof line, " %12zu %12zu %6s %6s %11.2f %8.3f %8.3f %7.0f",
                                n * es, n, dtype_name(dt), "sum", worst * 1e6, algbw, algbw * bus,

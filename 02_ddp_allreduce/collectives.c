@@ -128,8 +128,21 @@ static void tree_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt,
 
 // ---------------------------------------------------------------- dispatch
 
-static _Noreturn void unsupported(const char *what, Algo a) {
-    DIE("%s has no '%s' algorithm (choose one of naive, ring, rd, mpi)", what, algo_name(a));
+int collective_has(CollOp op, Algo a) {
+    if (a == ALGO_NAIVE || a == ALGO_MPI) return 1;
+    if (a == ALGO_RING) return op != OP_BROADCAST;
+    if (a == ALGO_RD) return op == OP_ALLREDUCE || op == OP_BROADCAST;
+    return 0;
+}
+
+const char *collective_algos(CollOp op) {
+    static const char *const names[OP_COUNT] = {"naive, ring, rd, mpi", "naive, ring, mpi",
+                                                "naive, ring, mpi", "naive, rd, mpi"};
+    return op >= 0 && op < OP_COUNT ? names[op] : "?";
+}
+
+static _Noreturn void unsupported(const char *what, CollOp op, Algo a) {
+    DIE("%s has no '%s' algorithm (it has %s)", what, algo_name(a), collective_algos(op));
 }
 
 static void library(int ok, const char *what) {
@@ -144,7 +157,7 @@ void allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a) {
         case ALGO_RING: ring_allreduce(c, g, buf, count, dt); break;
         case ALGO_RD: rd_allreduce(c, g, buf, count, dt); break;
         case ALGO_MPI: library(mpi_allreduce(c, g, buf, count, dt), "all-reduce"); break;
-        default: unsupported("all-reduce", a);
+        default: unsupported("all-reduce", OP_ALLREDUCE, a);
     }
     comm_coll_end(c);
 }
@@ -155,7 +168,7 @@ void reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a
         case ALGO_NAIVE: naive_allreduce(c, g, buf, count, dt); break;
         case ALGO_RING: ring_reduce_scatter(c, g, buf, count, dt); break;
         case ALGO_MPI: library(mpi_reduce_scatter(c, g, buf, count, dt), "reduce-scatter"); break;
-        default: unsupported("reduce-scatter", a);
+        default: unsupported("reduce-scatter", OP_REDUCE_SCATTER, a);
     }
     comm_coll_end(c);
 }
@@ -166,7 +179,7 @@ void all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a) {
         case ALGO_NAIVE: naive_all_gather(c, g, buf, count, dt); break;
         case ALGO_RING: ring_all_gather(c, g, buf, count, dt); break;
         case ALGO_MPI: library(mpi_all_gather(c, g, buf, count, dt), "all-gather"); break;
-        default: unsupported("all-gather", a);
+        default: unsupported("all-gather", OP_ALL_GATHER, a);
     }
     comm_coll_end(c);
 }
@@ -179,7 +192,7 @@ void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, A
         case ALGO_NAIVE: naive_broadcast(c, g, buf, count, dt, root); break;
         case ALGO_RD: tree_broadcast(c, g, buf, count, dt, root); break;
         case ALGO_MPI: library(mpi_broadcast(c, g, buf, count, dt, root), "broadcast"); break;
-        default: unsupported("broadcast", a);
+        default: unsupported("broadcast", OP_BROADCAST, a);
     }
     comm_coll_end(c);
 }

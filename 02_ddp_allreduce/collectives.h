@@ -40,6 +40,10 @@ void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, A
 // For tests and benchmarks that loop over the collectives.
 typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_COUNT } CollOp;
 extern const char *const coll_op_names[OP_COUNT];  // "allreduce", "reduce_scatter", ...
+// 1 if collective op has algorithm a on the host: naive and mpi all four, ring all
+// but broadcast, rd the all-reduce and (a binomial tree) the broadcast.
+int collective_has(CollOp op, Algo a);
+const char *collective_algos(CollOp op);  // the names of those it has: "naive, ring, mpi"
 void run_collective(Comm *c, Group *g, CollOp op, void *buf, size_t count, DType dt, int root,
                     Algo a);
 // The serial reference. If rank q's buffer held value(q, i) before collective op on

@@ -3,7 +3,7 @@
 // The p ranks of the group stand in a ring; rank r sends to r+1 and receives
 // from r-1. The buffer is cut into p shards (shard_range). Every step moves one
 // shard per rank, and every link carries traffic at the same time, so the time
-// is 2(p-1) messages of n/p bytes: 2 (p-1)/p n bytes per rank, whatever p is.
+// is 2(p-1) messages of n/p bytes: 2 (p-1)/p n bytes per rank, under 2n for any p.
 // That is the bandwidth-optimal all-reduce, and why busbw (nccl-tests) multiplies
 // algbw by 2(p-1)/p: it is the bandwidth each link actually sustained.
 #include "collectives.h"

@@ -17,7 +17,11 @@ void ddp_sync_grads_bf16(DDP *d, GPT *g) {
     size_t n = g->n_params;
     int cpu = ctx->device == DEV_CPU;  // the gradients are host memory already
     float *host = cpu ? g->grads : malloc(n * sizeof(float));
-    uint16_t *wire = malloc(n * sizeof(uint16_t));
+    // The bf16 copy: on the CPU the device's memory, charged to the ledger (MEM_COMM);
+    // on a GPU a host buffer, as the fp32 copy beside it, which the GPU's ledger does
+    // not count.
+    uint16_t *wire = cpu ? mem_alloc(ctx, MEM_COMM, n * sizeof(uint16_t))
+                         : malloc(n * sizeof(uint16_t));
     CHECK(host && wire, "out of host memory for %zu gradients in bf16", n);
     if (!cpu) ctx->ops->to_host(ctx, host, g->grads, n * sizeof(float));
     dtype_convert(wire, DT_BF16, host, DT_F32, n);
@@ -28,5 +32,6 @@ void ddp_sync_grads_bf16(DDP *d, GPT *g) {
         free(host);
     }
     ctx->ops->scale(ctx, g->grads, 1.0f / d->group->size, n);
-    free(wire);
+    if (cpu) mem_free(ctx, MEM_COMM, wire, n * sizeof(uint16_t));
+    else free(wire);
 }

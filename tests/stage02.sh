@@ -86,3 +86,21 @@ run fault-stall fault_drill hung_rank_times_out "timeout after 2.0 s in all-redu
     --np 3 --stall-rank 2 --timeout 2
 run fault-mismatch fault_drill size_mismatch_is_reported "ranks disagree" \
     --np 2 --mismatch --timeout 5
+
+# The benchmark refuses a collective and algorithm that do not go together (ring has no
+# broadcast, rd no reduce-scatter) before it starts a rank, naming what it has.
+s2_bench_refuse() {
+    local out rc bad=0 args
+    for args in "broadcast ring naive, rd, mpi" "reduce_scatter rd naive, ring, mpi"; do
+        set -- $args
+        out=$("$BUILD/bench_collectives" --np 2 --op "$1" --algo "$2" 2>&1); rc=$?
+        if [ "$rc" -eq 2 ] && grep -q -- "--op $1 has no --algo $2: it has ${args#* * }" <<<"$out" &&
+           ! grep -q '^\[rank' <<<"$out"; then
+            echo "PASS bench.refuses.$1_$2  exit 2: $(head -c 120 <<<"$out")"
+        else
+            echo "FAIL bench.refuses.$1_$2  exit $rc: $(head -c 200 <<<"$out")"; bad=1
+        fi
+    done
+    return $bad
+}
+run bench-refuse s2_bench_refuse

@@ -114,13 +114,6 @@ static int64_t check_random(Comm *c, Group *g, Algo a, size_t n) {
     return den > 0 && !(sqrt(num / den) <= 1e-6);
 }
 
-static int supported(CollOp op, Algo a) {
-    if (a == ALGO_MPI || a == ALGO_NAIVE) return 1;
-    if (a == ALGO_RING) return op != OP_BROADCAST;
-    if (a == ALGO_RD) return op == OP_ALLREDUCE || op == OP_BROADCAST;
-    return 0;
-}
-
 // The large message: every shard at least a quarter larger than the channel
 // (fp32), and a count no world size divides evenly.
 static size_t large_count(const Comm *c, int p) {
@@ -223,7 +216,7 @@ int main(int argc, char **argv) {
     for (int op = 0; op < OP_COUNT; op++) {
         if (strcmp(op_s, "all") != 0 && strcmp(op_s, coll_op_names[op]) != 0) continue;
         for (int a = 0; a < ALGO_COUNT; a++) {
-            if (a == ALGO_NCCL || (a == ALGO_MPI && !with_mpi) || !supported((CollOp)op, (Algo)a))
+            if (a == ALGO_NCCL || (a == ALGO_MPI && !with_mpi) || !collective_has((CollOp)op, (Algo)a))
                 continue;
             char name[96];
             snprintf(name, sizeof name, "coll.%s.%s.%snp%d%s", coll_op_names[op],
