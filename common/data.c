@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check.h"
 #include "data.h"
@@ -58,6 +59,8 @@ void data_open_text(DataLoader *d, const char *path, int B, int T, int rank, int
     memset(d, 0, sizeof *d);
     FILE *f = fopen(path, "rb");
     CHECK(f, "--data %s: cannot open (%s)", path, strerror(errno));
+    struct stat st;
+    CHECK(fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode), "--data %s: not a regular file", path);
     CHECK(fseek(f, 0, SEEK_END) == 0, "--data %s: cannot seek", path);
     long len = ftell(f);
     CHECK(len >= 0, "--data %s: cannot tell its size", path);

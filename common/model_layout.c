@@ -283,12 +283,14 @@ void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float
     // device, every sharding and every tensor-parallel rank starts from the same
     // numbers. Each matrix is drawn whole (the stream moves on by the whole
     // tensor, kept or not); a tensor-parallel rank then keeps its slice of it.
+    // The matrices are the tensors with weight decay (a matrix of one row, wpe at
+    // --seq 1 or c_proj at --width 1, is still a matrix: not "grows > 1").
     size_t biggest = 0, biggest_piece = 0;
     for (int i = 0; i < g->n_slices; i++) {
         const ParamSlice *s = &g->slices[i];
         size_t whole = (size_t)s->grows * s->gcols;
-        if (s->grows > 1 && whole > biggest) biggest = whole;
-        if (s->grows > 1 && s->numel > biggest_piece) biggest_piece = s->numel;
+        if (s->decay && whole > biggest) biggest = whole;
+        if (s->decay && s->numel > biggest_piece) biggest_piece = s->numel;
     }
     float *tmp = malloc(biggest * sizeof(float) + 1), *piece = malloc(biggest_piece * sizeof(float) + 1);
     CHECK(tmp && piece, "out of host memory initialising the weights");
@@ -299,7 +301,7 @@ void gpt_initial_params(const GPT *g, uint64_t seed, size_t lo, size_t hi, float
         const ParamSlice *s = &g->slices[i];
         size_t end = s->offset + s->numel;
         size_t a = s->offset > lo ? s->offset : lo, b = end < hi ? end : hi;  // kept: [a, b)
-        if (s->grows > 1) {  // a matrix: the stream moves on whether or not we keep it
+        if (s->decay) {  // a matrix: the stream moves on whether or not we keep it
             int resid = strstr(s->name, "c_proj.weight") != NULL;
             rng_fill_normal(&rng, tmp, (size_t)s->grows * s->gcols, 0.0f, resid ? resid_std : 0.02f);
             if (a >= b) continue;

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "cuda_probe.h"
@@ -92,17 +94,30 @@ int train_flags(TrainArgs *a, Flag *rows) {
 }
 
 void train_config_words(const TrainArgs *a, const GPTConfig *cfg, char *buf, size_t n) {
+    // A long --data path is compared by a hash (FNV-1a), so the line stays short.
+    uint32_t h = 2166136261u;
+    for (const char *p = a->data; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    char data[96];
+    if (strlen(a->data) < 64) snprintf(data, sizeof data, "%s", a->data);
+    else snprintf(data, sizeof data, "%.40s...#%08x", a->data, h);
     int len = snprintf(buf, n, "--preset=%s --layers=%d --width=%d --heads=%d --seq=%d --vocab=%d "
                        "--batch=%d --grad-accum=%d --steps=%d --lr=%g --beta1=%g --beta2=%g "
                        "--grad-clip=%g --weight-decay=%g --warmup=%d --seed=%llu --data=%s "
                        "--device=%s --precision=%s --recompute=%s --recompute-every=%d "
-                       "--acts-fp32=%d --loss-scale=%g --loss-scale-window=%d",
+                       "--acts-fp32=%d --loss-scale=%g --loss-scale-window=%d "
+                       // what decides which collectives run, and when
+                       "--ckpt-dir=%d --ckpt-every=%d --ckpt-async=%d --resume=%d --sdc-check=%d "
+                       "--spike-factor=%g --straggler-factor=%g --save-params=%d --inject=%s",
                        a->preset, cfg->n_layer, cfg->n_embd, cfg->n_head, cfg->seq_len,
                        cfg->vocab, a->batch, a->accum, a->steps, a->lr, a->beta1, a->beta2,
                        a->grad_clip, a->weight_decay, a->warmup, (unsigned long long)a->seed,
-                       a->data, a->device, a->precision, a->recompute, a->recompute_every,
-                       a->acts_fp32, a->loss_scale, a->loss_scale_window);
-    CHECK(len > 0 && (size_t)len < n, "the training flags take %d bytes: more than %zu", len, n);
+                       data, a->device, a->precision, a->recompute, a->recompute_every,
+                       a->acts_fp32, a->loss_scale, a->loss_scale_window, a->ckpt_dir != NULL,
+                       a->ckpt_every, a->ckpt_async, a->resume, a->sdc_every, a->spike_factor,
+                       a->straggler_factor, a->save_params != NULL, a->inject ? a->inject : "-");
+    // Room for the driver's own words after these.
+    CHECK(len > 0 && (size_t)len + 256 < n, "the training flags take %d bytes: more than %zu",
+          len, n - 256);
 }
 
 void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
@@ -133,6 +148,26 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (a->spike_factor > 0 && a->spike_factor <= 1)
         flags_fail("--spike-factor %g: a spike is a loss above the median, so the factor must "
                    "exceed 1", a->spike_factor);
+    // What would fail after the training (or in every rank after the launch) is named
+    // now: the corpus, the folder the weights go to, the fault's syntax.
+    struct stat st;
+    errno = 0;
+    if (!synthetic && (stat(a->data, &st) != 0 || !S_ISREG(st.st_mode) || access(a->data, R_OK)))
+        flags_fail("--data %s: not a readable file%s%s", a->data, errno ? ": " : "",
+                   errno ? strerror(errno) : "");
+    if (a->save_params) {
+        char dir[4096];
+        const char *slash = strrchr(a->save_params, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - a->save_params) : 1,
+                 slash ? (slash == a->save_params ? "/" : a->save_params) : ".");
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0)
+            flags_fail("--save-params %s: the folder %s does not exist or is not writable",
+                       a->save_params, dir);
+    }
+    Fault f;
+    char ferr[256];
+    if (a->inject && fault_parse(a->inject, COMM_MAX_RANKS, a->steps, &f, ferr, sizeof ferr) != 0)
+        flags_fail("%s", ferr);
 }
 
 // Rank 0 writes the whole model's weights (a sharded strategy gathers them first:
@@ -533,7 +568,12 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     res.mfu = peak > 0 ? res.tokens_per_s * fpt / peak : 0;
     res.first_loss = first_loss;
     res.final_loss = loss;
-    if (!quiet) {
+    if (!quiet && ran == 0) {  // resumed at the last step: no step ran, so nothing measured
+        log_info("done: the checkpoint was at step %d of --steps %d: nothing left to train (no "
+                 "loss or timing to report; the weights are the checkpoint's)", start, steps);
+        ledger_print(&ctx->ledger, stdout);
+        fflush(stdout);
+    } else if (!quiet) {
         log_info("done: loss %.4f -> %.4f (uniform guess %.4f) | median %.1f ms/step, %.0f tok/s, "
                  "%.2f GFLOP/s, MFU %.1f%%", first_loss, loss, log((double)cfg.vocab),
                  res.ms_per_step, res.tokens_per_s, res.gflops, 100.0 * res.mfu);

@@ -32,7 +32,10 @@ expect_fail unknown_device   2 "--device"        --preset tiny --device tpu
 expect_fail unknown_flag     2 "--lyers"         --preset tiny --lyers 3
 expect_fail missing_value    2 "--batch"         --preset tiny --batch
 expect_fail bad_device_mem   2 "--device-mem"    --preset tiny --device-mem 80XB
-expect_fail missing_data     1 "/nonexistent/corpus.txt" --preset tiny --data /nonexistent/corpus.txt
+expect_fail missing_data     2 "/nonexistent/corpus.txt" --preset tiny --data /nonexistent/corpus.txt
+expect_fail data_is_folder   2 "--data tests: not a readable file" --preset tiny --data tests
+expect_fail save_params_dir  2 "the folder /nonexistent does not exist" --preset tiny --save-params /nonexistent/p.safetensors
+expect_fail bad_inject       2 "--inject bogus" --preset tiny --inject bogus
 expect_fail text_small_vocab 2 "--vocab"         --preset tiny --vocab 100 --data tests/test_cli.sh
 expect_fail lr_out_of_range  2 "--lr"            --preset tiny --lr -1
 # The OOM at step zero: 1 MB holds the tiny model's weights and gradients (0.47 MB

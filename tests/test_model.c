@@ -87,6 +87,34 @@ static void test_counts(TestState *ts) {
     free(s);
 }
 
+// GPT-2's initialisation draws every matrix from N(0, 0.02) (the residual projections
+// 0.02/sqrt(2L)), every bias 0 and every LayerNorm gain 1, whatever the shapes: a
+// matrix of one row (wpe at T = 1) is still drawn, not zeroed as a bias.
+static void test_init(TestState *ts) {
+    GPTConfig c = {2, 8, 2, 1, 16};  // T = 1: wpe is 1 x C
+    Ctx ctx;
+    ctx_init(&ctx, DEV_CPU, 1, 0);
+    GPT g;
+    gpt_init(&g, &ctx, &c, 5);
+    int bad = 0, drawn = 0;
+    for (int i = 0; i < g.n_slices; i++) {
+        const ParamSlice *s = &g.slices[i];
+        int nonzero = 0, ones = 0;
+        for (size_t k = 0; k < s->numel; k++) {
+            nonzero += g.params[s->offset + k] != 0.0f;
+            ones += g.params[s->offset + k] == 1.0f;
+        }
+        int gain = strstr(s->name, "ln_") && strstr(s->name, ".weight");
+        if (s->decay) drawn++, bad += nonzero != (int)s->numel;  // a matrix: all drawn
+        else bad += gain ? ones != (int)s->numel : nonzero != 0;
+    }
+    test_report(ts, bad == 0 && drawn == 2 + 4 * c.n_layer, "init.matrices_drawn_vectors_set",
+                "%d of %d tensors wrong; %d matrices drawn (wpe is 1 x %d)", bad, g.n_slices, drawn,
+                c.n_embd);
+    gpt_free(&g);
+    ctx_destroy(&ctx);
+}
+
 static void test_ledger_static(TestState *ts) {
     Ctx ctx;
     ctx_init(&ctx, DEV_CPU, 1, 0);
@@ -253,6 +281,7 @@ static void test_learns(TestState *ts) {
 int main(void) {
     TestState ts = {0};
     test_counts(&ts);
+    test_init(&ts);
     test_usable_cores(&ts);
     test_ledger_static(&ts);
     test_determinism(&ts);
