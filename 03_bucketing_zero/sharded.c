@@ -37,7 +37,11 @@ float *pool_get(Sharded *s, size_t elems, int zero) {
             (best < 0 || s->pool[i].elems < s->pool[best].elems))
             best = i;
     if (best < 0) {
-        CHECK(s->n_pool < POOL_MAX, "the buffer pool holds %d buffers already", POOL_MAX);
+        if (s->n_pool == s->cap_pool) {  // (a deep model without reshard holds every unit)
+            s->cap_pool = s->cap_pool ? 2 * s->cap_pool : 16;
+            s->pool = realloc(s->pool, (size_t)s->cap_pool * sizeof *s->pool);
+            CHECK(s->pool, "out of host memory");
+        }
         best = s->n_pool++;
         s->pool[best] = (PoolBuf){.buf = mem_alloc(ctx, MEM_COMM, elems * sizeof(float)),
                                   .elems = elems};  // comes zeroed
@@ -71,7 +75,9 @@ static void pool_free_all(Sharded *s) {
         if (s->pool[i].released) gpu_event_sync(s->pool[i].released);
         mem_free(s->g->ctx, MEM_COMM, s->pool[i].buf, s->pool[i].elems * sizeof(float));
     }
-    s->n_pool = 0;
+    free(s->pool);
+    s->pool = NULL;
+    s->n_pool = s->cap_pool = 0;
 }
 
 // ---------------------------------------------------------------- hooks and timeline

@@ -103,7 +103,6 @@ typedef enum { UNIT_FREE = 0, UNIT_GATHERING, UNIT_READY } UnitState;
 // the engine keeps the buffers it has made and reuses them, as PyTorch's caching
 // allocator does. The ledger charges what the pool holds (MEM_COMM): the memory
 // the process really keeps, at most the working set's peak.
-#define POOL_MAX 64
 typedef struct {
     float *buf;
     size_t elems;
@@ -140,8 +139,8 @@ typedef struct Sharded {
     int *use_op;           // the first call of the op each call belongs to (the LM head
                            // announces two groups before it computes)
     int n_use, use_at, fwd_uses;
-    PoolBuf pool[POOL_MAX];
-    int n_pool;
+    PoolBuf *pool;         // as many as the working set's peak needs (grown on demand)
+    int n_pool, cap_pool;
     // Bytes this rank sent in the last step (all collectives).
     unsigned long long step_bytes, base_bytes;
     // The compute span in progress on the timeline (sharded.c).

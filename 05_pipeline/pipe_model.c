@@ -204,6 +204,14 @@ void pipe_init(Pipe *P, Comm *c, Group *pp, Group *dp, TensorParallel *tp, Algo 
 
 // ---------------------------------------------------------------- the tied embedding
 
+// Mixed precision: each stage left its part of wte's gradient unrounded (model_backward.c's
+// fire_hook); the sum is rounded once, as one process rounds its own.
+static void round_wte_grad(GPT *g) {
+    const ParamSlice *wte = &g->slices[0];
+    if (g->prec.dtype != DT_F32 && wte->numel)
+        g->ctx->ops->round_to(g->ctx, g->grads + wte->offset, wte->numel, g->prec.dtype);
+}
+
 void pipe_sync_embedding(Pipe *P) {
     const PPSchedule *S = P->S;
     int s = P->pp->rank, K = S->p * S->v, first_rank, first_chunk, last_rank, last_chunk;
@@ -227,6 +235,7 @@ void pipe_sync_embedding(Pipe *P) {
         gpu_wait(P->gpu, r, 2);
         ctx->ops->accumulate(ctx, g->grads + wte->offset, theirs, 1.0f, wte->numel);
         mem_free(ctx, MEM_COMM, theirs, bytes);
+        round_wte_grad(g);
         return;
     }
     float *mine = malloc(bytes), *sum = malloc(bytes);
@@ -239,6 +248,7 @@ void pipe_sync_embedding(Pipe *P) {
     ctx->ops->to_device(ctx, g->grads + wte->offset, sum, bytes);
     free(mine);
     free(sum);
+    round_wte_grad(g);
 }
 
 double pipe_grad_norm(Pipe *P) {

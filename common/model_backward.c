@@ -23,16 +23,23 @@ static int norm_slice(const GPT *g, int i) {
 // A group's gradients are complete for this micro-batch: round them to the
 // recipe's dtype (mixed precision: the weight gradients are bf16 or fp16, summed
 // in fp32 by the ops and rounded once per micro-batch), then tell the strategy.
-// With sequence parallelism a rank's LayerNorm gradients are sums over its own
-// rows only: tp_reduce_norm_grads (stage 04) adds the ranks' up after the
-// backward and rounds the total, which rounding the parts here would round twice.
+// Two kinds of gradient are only parts of a sum when the backward ends, and are
+// rounded once summed instead (rounding the parts here would round twice):
+//   - with sequence parallelism, a rank's LayerNorm gradients cover its own rows
+//     (tp_reduce_norm_grads, stage 04, adds the ranks' up and rounds the total);
+//   - a pipeline stage holding the tied wte for one of its two uses (the embedding
+//     on the first stage, the LM head on the last) has its part of wte's gradient
+//     (pipe_sync_embedding, stage 05, adds the two and rounds the total).
+static int partial_grad(const GPT *g, int i) {
+    return (g->tp.sp && norm_slice(g, i)) || (i == 0 && g->has_embed != g->has_head);
+}
+
 static void fire_hook(GPT *g, int group) {
     float *d = g->ggrads[group];
     size_t lo = g->group_offset[group];
-    if (d && !g->tp.sp) gpt_round(g, d, g->group_offset[group + 1] - lo);
-    for (int i = 0; d && g->tp.sp && i < g->n_slices; i++) {
+    for (int i = 0; d && i < g->n_slices; i++) {
         const ParamSlice *s = &g->slices[i];
-        if (s->group == group && s->numel && !norm_slice(g, i))
+        if (s->group == group && s->numel && !partial_grad(g, i))
             gpt_round(g, d + (s->offset - lo), s->numel);
     }
     if (g->hook) g->hook(g, group, g->hook_arg);

@@ -178,3 +178,17 @@ print(f"{'PASS' if ok else 'FAIL'} sharded.timeline.chrome_json  {len(spans)} sp
 PY
 }
 run sharded-timeline s3_trace
+
+# A deep model without resharding keeps every unit gathered at the turn from forward to
+# backward: the buffer pool grows to hold them (it once stopped at 64 buffers).
+s3_deep() {
+    local out
+    out=$("$BUILD/sharded_train" --np 2 --strategy zero3 --no-reshard --layers 70 --width 8 \
+          --heads 2 --seq 4 --vocab 61 --steps 2 --peak-tflops 1 --timeout 20 2>&1)
+    if [ $? -eq 0 ] && grep -q '^RESULT' <<<"$out"; then
+        echo "PASS sharded.deep_no_reshard  70 layers, zero3 --no-reshard: $(grep -m1 -o 'comm=[0-9]*' <<<"$out") bytes of units and buckets"
+    else
+        echo "FAIL sharded.deep_no_reshard  $(grep -m1 error <<<"$out" | cut -c1-200)"
+    fi
+}
+run sharded-deep s3_deep
