@@ -447,8 +447,9 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                  pbytes, device_name(ctx->device), a->threads, a->threads == 1 ? "" : "s",
                  h && h->label ? h->label : "1 process");
         log_info("data: %s, %zu tokens | batch %d x %d x %d accum x %d rank%s | uniform-guess loss "
-                 "ln(V) = %.3f", dl.source, dl.n, B, T, accum, dworld, dworld == 1 ? "" : "s",
-                 log((double)cfg.vocab));
+                 "ln(V) = %.3f%s", dl.source, dl.n, B, T, accum, dworld, dworld == 1 ? "" : "s",
+                 log((double)cfg.vocab), dworld > 1 ? " | the loss printed is rank 0's, the mean "
+                 "over its share of each step's batch" : "");
         log_info("MFU = tokens/s x (6N + 12*L*H*Q*T) / peak, with 6N + 12LHQT = %.2f MFLOP/token "
                  "and peak = %.1f GFLOP/s %s", fpt * 1e-6, peak * 1e-9, peak_how);
     }
