@@ -427,14 +427,15 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     const char *restart = getenv("COURSE_RESTART");
     if (!fault.permanent && restart && atoi(restart) != fault.attempt) fault.kind = FAULT_NONE;
     int views = a->ckpt_dir || a->sdc_every || (a->inject && strncmp(a->inject, "bitflip", 7) == 0);
-    if (views || a->straggler_factor > 0)
+    int spikes_on = a->spike_factor > 0 || (a->inject && strncmp(a->inject, "spike", 5) == 0);
+    if (views || a->straggler_factor > 0 || spikes_on)  // (spikes: the ranks' agreement, cc.sum)
         state_begin(a, h, &g, &opt, &st, &cc, &p2p, drank, dworld, views);
     cc.staging = &staging;
     StragglerDetector slow;
     straggler_init(&slow, a->straggler_factor, world);
     int start = a->ckpt_dir ? ckpt_begin(a, &st, &cc, &scaler, &overflows, &dl) : 0;
     SpikeDetector spike = {.factor = a->spike_factor};
-    long spikes = 0;
+    long spikes = 0, spike_steps = 0;  // this rank's spikes; the steps some rank's spike skipped
     cc.fault = &fault;
 
     double fpt = gpt_flops_per_token(&cfg, T);
@@ -527,9 +528,14 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                          compared, compared == 1 ? "" : "s", a->sdc_every, a->sdc_every == 1 ? "" : "s");
         }
         if (!found_inf && spike.factor > 0) spike_accept(&spike, loss_sum / accum);
+        // A skipped step was a loss spike on some rank, or an overflow: the ranks agree
+        // which, so that fp16's scaler backs off for an overflow only (a spike says
+        // nothing about the scale).
+        int any_spike = found_inf && spikes_on && !ckpt_agree(&cc, !spiked);
         spikes += spiked;
-        overflows += found_inf;
-        if (fp16) loss_scaler_update(&scaler, found_inf);
+        spike_steps += any_spike;
+        overflows += found_inf && !any_spike;
+        if (fp16 && !any_spike) loss_scaler_update(&scaler, found_inf);
         norm /= scale;                    // the gradients' own norm, for the log
         ctx->ops->synchronize(ctx);
         double dt = now_seconds() - t0;
@@ -584,8 +590,11 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                      scaler.backoffs, scaler.backoffs == 1 ? "" : "s", scaler.growths,
                      scaler.growths == 1 ? "" : "s");
         else if (overflows)
-            log_info("%ld step%s skipped: the gradients were not finite%s", overflows,
-                     overflows == 1 ? "" : "s", spikes ? " (loss spikes among them)" : "");
+            log_info("%ld step%s skipped: the gradients were not finite", overflows,
+                     overflows == 1 ? "" : "s");
+        if (spike_steps)
+            log_info("%ld step%s skipped for a loss spike (%ld on this rank)", spike_steps,
+                     spike_steps == 1 ? "" : "s", spikes);
         ledger_print(&ctx->ledger, stdout);
         printf("RESULT train tokens_per_s=%.1f ms_per_step=%.3f gflops=%.3f mfu=%.4f "
                "first_loss=%.5f final_loss=%.5f ranks=%d\n", res.tokens_per_s, res.ms_per_step,

@@ -501,6 +501,23 @@ s7_spike() {
     fi
 }
 run ft-spike s7_spike
+
+# In mixed-fp16 the spike's skipped step is no overflow: the ranks agree it was a
+# spike (on rank 1 only), and the loss scale neither backs off nor counts it.
+s7_spike_fp16() {
+    local m="--layers 2 --width 32 --heads 4 --seq 16 --vocab 64 --lr 1e-2 --log-every 100 --warmup 0 --steps 26 --batch 2 --peak-tflops 1" out
+    # shellcheck disable=SC2086
+    out=$("$BUILD/ddp_train" --np 2 $m --spike-factor 1.25 --inject spike,step=24,rank=1 \
+          --precision mixed-fp16 --loss-scale 1024 2>&1)
+    if grep -q 'loss scale: 1024 at the end | 0 overflows (steps skipped), 0 backoffs' <<<"$out" &&
+       grep -q '1 step skipped for a loss spike' <<<"$out"; then
+        echo "PASS s7.spike.fp16_scale_kept  $(grep -m1 -o 'loss scale: .*' <<<"$out" | cut -c1-90)"
+    else
+        echo "FAIL s7.spike.fp16_scale_kept  $(grep -E 'loss scale|skipped' <<<"$out" | tr '\n' ' ' | cut -c1-250)"
+        return 1
+    fi
+}
+run ft-spike-fp16 s7_spike_fp16
 run ft-refuse-spike-factor s7_refuse spike_factor "--spike-factor 0.5: a spike is a loss above the median, so the factor must exceed 1" train --spike-factor 0.5
 
 # The commit protocol against a simulated disk that loses power after any call
