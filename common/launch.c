@@ -206,6 +206,11 @@ Comm *comm_launch(const CommConfig *cfg) {
     // The parent is the supervisor: it forks the ranks, waits for them, and (stage
     // 07) starts them all again when one died, up to max_restarts times.
     int last_first = -1, dropped = 0;
+    // Under an outer supervisor (07_fault_tolerance/supervise.sh) this launcher is itself
+    // attempt k of a job: its ranks count their attempts from there, so a restarted
+    // job resumes (and a fault meant for attempt 0 does not strike again).
+    const char *outer = getenv("COURSE_RESTART");
+    int base = outer ? atoi(outer) : 0;
     for (int attempt = 0;; attempt++) {
         // The shared region is mapped before fork, so every rank sees the same pages;
         // populated now, so that no collective pays for allocating them. A fresh one
@@ -227,7 +232,7 @@ Comm *comm_launch(const CommConfig *cfg) {
             CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
             if (pid == 0) {
                 char k[16];
-                snprintf(k, sizeof k, "%d", attempt);
+                snprintf(k, sizeof k, "%d", base + attempt);
                 setenv("COURSE_RESTART", k, 1);
                 pin_to_core(r, n);
                 Comm *c = comm_new(r, n, n > 1 ? LAUNCH_FORK : LAUNCH_SINGLE, cfg);

@@ -273,7 +273,17 @@ static int ckpt_begin(const TrainArgs *a, TrainState *st, CkptConfig *cc, LossSc
           "write it: %s", a->ckpt_dir, strerror(errno));
     // A job the supervisor restarted (comm.c) resumes, as --resume does.
     const char *restart = getenv("COURSE_RESTART");
-    if (!a->resume && !(restart && atoi(restart) > 0)) return 0;
+    if (!a->resume && !(restart && atoi(restart) > 0)) {
+        // A new run: a folder holding an earlier run's checkpoints would mix the two
+        // (pruning keeps the highest steps, whichever run wrote them, and a restart
+        // would resume the other run). Refused on every rank, before any work.
+        uint64_t *steps = NULL;
+        int n = cc->rank == 0 ? ckpt_list(a->ckpt_dir, &steps) : 0;
+        free(steps);
+        CHECK(ckpt_agree(cc, n == 0), "--ckpt-dir %s already holds checkpoints (an earlier "
+              "run's): --resume continues that run; a new run needs an empty folder", a->ckpt_dir);
+        return 0;
+    }
     TrainProgress p;
     char err[4096];
     if (cc->rank == 0) log_event("load_start");

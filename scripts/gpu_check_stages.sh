@@ -243,6 +243,7 @@ item_11() {
         # shellcheck disable=SC2086
         timeout -k 5 90 "$B/$bin" $args "${m[@]}" --device cuda --save-params "$dir/ref_$tag.safetensors" \
             >"$dir/ref_$tag.log" 2>&1
+        rm -rf "$dir/ck_$tag"  # a new run needs an empty --ckpt-dir
         # shellcheck disable=SC2086
         timeout -k 5 90 "$B/$bin" $args "${m[@]}" --device cuda --ckpt-dir "$dir/ck_$tag" --ckpt-every 3 \
             --inject kill,step=8 >"$dir/kill_$tag.log" 2>&1
@@ -271,6 +272,7 @@ item_11() {
         { echo "FAIL ft.cuda_ckpt_on_cpu.resumed  the CPU run did not resume from the cuda step-6 checkpoint"; bad=$((bad + 1)); }
     # Sync against async on gpt2-124m (FT_PRESET=...): the training's stall per checkpoint.
     local big=(--preset "${FT_PRESET:-gpt2-124m}" --batch 4 --steps 9 --warmup 0 --log-every 100 --device cuda --ckpt-every 3)
+    rm -rf "$dir/big_sync" "$dir/big_async"  # new runs: empty --ckpt-dirs
     timeout -k 5 150 "$B/train" "${big[@]}" --ckpt-dir "$dir/big_sync" >"$dir/big_sync.log" 2>&1
     timeout -k 5 150 "$B/train" "${big[@]}" --ckpt-dir "$dir/big_async" --ckpt-async >"$dir/big_async.log" 2>&1
     grep -h 'checkpoint step' "$dir"/big_*.log

@@ -362,6 +362,30 @@ s7_supervisor() {  # s7_supervisor NAME FAULT TIMEOUT    (S7_MPI=1: under mpirun
     fi
 }
 run ft-supervisor-kill s7_supervisor kill "kill,step=8,rank=1" 5
+
+# The wrapper around the built-in launcher (its ranks' attempt numbers count on from the
+# wrapper's: the restart resumes, and a fault meant for attempt 0 does not strike again).
+# A new run refuses a --ckpt-dir that already holds checkpoints, naming --resume.
+s7_wrapper_builtin() {
+    local d="$S7_DIR/wrap" ref="$S7_DIR/ref.ddp.safetensors" out
+    rm -rf "$d" && mkdir -p "$d"
+    s7_reference ddp ddp_train --np 2 --batch 2 || return 1  # -> $ref
+    # shellcheck disable=SC2086
+    07_fault_tolerance/supervise.sh --max-restarts 1 -- "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN \
+        --ckpt-dir "$d/ck" --ckpt-every 3 --inject kill,step=5,rank=1 --timeout 5 \
+        --save-params "$d/out.safetensors" >"$d/run.log" 2>&1
+    local rc=$?
+    # shellcheck disable=SC2086
+    out=$("$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" 2>&1)
+    if [ "$rc" -eq 0 ] && grep -q 'resumed from .*step-00000003' "$d/run.log" && cmp -s "$d/out.safetensors" "$ref" &&
+       grep -q -- "already holds checkpoints (an earlier run's): --resume continues" <<<"$out"; then
+        echo "PASS s7.supervisor.wrapper_builtin  restarted once, resumed from step 3, final weights bitwise; a new run into the folder refused"
+    else
+        echo "FAIL s7.supervisor.wrapper_builtin  exit $rc: $(grep -h -E 'resumed|supervisor|error' "$d/run.log" | tr '\n' ' ' | cut -c1-250) | new run: $(grep -m1 error <<<"$out" | cut -c1-150)"
+        return 1
+    fi
+}
+run ft-supervisor-wrapper s7_wrapper_builtin
 run ft-supervisor-hang s7_supervisor hang "hang,step=5,rank=1" 1
 if mpi_built; then
     S7_MPI=1 run ft-supervisor-mpi-kill s7_supervisor mpi_kill "kill,step=8,rank=1" 5
