@@ -60,7 +60,12 @@ static int verify(const CkptConfig *cc, const GPT *g, const char *name, char *er
     if (read_manifest(cc->dir, name, &m, err, errn)) return -1;
     const GPTConfig *a = &m.cfg, *b = &g->cfg;
     int rc = 0;
-    if (a->n_layer != b->n_layer || a->n_embd != b->n_embd || a->n_head != b->n_head ||
+    char want[64];
+    ckpt_step_name(m.step, want, sizeof want);
+    if (strcmp(want, name) != 0) {  // a manifest copied, or its step edited
+        snprintf(err, errn, "%s: its manifest is of step %" PRIu64 " (%s)", name, m.step, want);
+        rc = -1;
+    } else if (a->n_layer != b->n_layer || a->n_embd != b->n_embd || a->n_head != b->n_head ||
         a->seq_len != b->seq_len || a->vocab != b->vocab) {
         snprintf(err, errn, "%s is of another model (L=%d C=%d NH=%d T=%d V=%d; this run's: "
                  "L=%d C=%d NH=%d T=%d V=%d)", name, a->n_layer, a->n_embd, a->n_head, a->seq_len,

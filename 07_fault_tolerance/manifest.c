@@ -254,6 +254,15 @@ int manifest_parse(const char *text, size_t len, const char *what, CkptManifest 
         goto out;
     for (int i = 0; i < 5; i++)
         if (get_int(model, dim_keys[i], what, 1 << 24, &dims[i], err, errn)) goto out;
+    for (int i = 0; i < 5; i++)
+        if (dims[i] < 1) {
+            bad(err, errn, what, "\"%s\" is 0", dim_keys[i]);
+            goto out;
+        }
+    if (world < 1) {  // a layout of no ranks: every rank's share would divide by it
+        bad(err, errn, what, "%s", "\"world\" is 0");
+        goto out;
+    }
     m->world = (int)world;
     snprintf(m->layout, sizeof m->layout, "%s", layout);
     m->cfg = (GPTConfig){(int)dims[0], (int)dims[1], (int)dims[2], (int)dims[3], (int)dims[4]};

@@ -196,6 +196,29 @@ s7_corrupt() {
 }
 run ft-inject-corrupt s7_corrupt
 
+# The manifest is checked too: "world": 0 (a layout of no ranks, every share a division
+# by zero) and a manifest of another step than its folder are refused, named.
+s7_manifest_checks() {
+    local d="$S7_DIR/manifest" out bad=0
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/train" $S7_TRAIN --steps 6 --ckpt-dir "$d/ck" --ckpt-every 2 --ckpt-keep 3 >/dev/null 2>&1
+    sed -i 's/"world": 1/"world": 0/' "$d/ck/step-00000006/manifest.json"
+    cp "$d/ck/step-00000002/manifest.json" "$d/ck/step-00000004/manifest.json"
+    # shellcheck disable=SC2086
+    out=$("$BUILD/train" $S7_TRAIN --steps 6 --ckpt-dir "$d/ck" --resume 2>&1)
+    if grep -q 'step-00000006/manifest.json: "world" is 0' <<<"$out" &&
+       grep -q 'step-00000004 refused: step-00000004: its manifest is of step 2' <<<"$out" &&
+       grep -q 'resumed from .*step-00000002' <<<"$out"; then
+        echo "PASS s7.manifest.checked  world 0 and a step-2 manifest in step-4's folder refused; resumed from step 2"
+    else
+        echo "FAIL s7.manifest.checked  $(grep -E 'refused|resumed|error' <<<"$out" | tr '\n' ' ' | cut -c1-300)"
+        bad=1
+    fi
+    return $bad
+}
+run ft-manifest-checks s7_manifest_checks
+
 # Damage on disk: one flipped byte in a shard, a truncated shard, a deleted
 # manifest. Each is named with its reason and the next older checkpoint used; a
 # directory of only damaged checkpoints is an error, not a fresh start.
