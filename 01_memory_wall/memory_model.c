@@ -132,8 +132,9 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
 // independent of p); GPipe keeps all m.
 double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
     if (m->raw_params > 0 || m->layers <= 0) return 0;
-    if (s->recipe == RECIPE_COURSE)
-        return mm_course_act_bytes(m, s->micro_batch, s->seq, s->tp > 0 ? s->tp : 1, s->sp);
+    if (s->recipe == RECIPE_COURSE)  // this code's layout, with its recompute and 2-byte storage
+        return mm_course_stage_act_bytes(m, s->micro_batch, s->seq, s->tp, s->sp, 1, 0, 1,
+                                         s->recompute, s->recompute_every, s->course_half);
     double layers = mm_layers_per_stage(m, s), in_flight = mm_in_flight(s);
     double bytes = in_flight * layers * mm_act_bytes_per_layer(m, s);
     if (s->recompute == RECOMPUTE_FULL) {

@@ -240,10 +240,6 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
     } else if (have_arch) {
         e.act_per_layer = mm_act_bytes_per_layer(m, s);
         e.bytes_activations = mm_act_bytes_model(m, s);
-        if (s->recipe == RECIPE_COURSE && (s->recompute != RECOMPUTE_NONE || s->course_half))
-            e.bytes_activations = mm_course_stage_act_bytes(m, s->micro_batch, s->seq, s->tp,
-                                                            s->sp, 1, 0, 1, s->recompute,
-                                                            s->recompute_every, s->course_half);
         e.layers_per_stage = mm_layers_per_stage(m, s);
         e.in_flight = mm_in_flight(s);
         if (s->recipe == RECIPE_COURSE)
