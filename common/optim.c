@@ -4,6 +4,7 @@
 #include "check.h"
 #include "ops.h"
 #include "optim.h"
+#include "precision.h"
 
 AdamWConfig adamw_default_config(void) {
     AdamWConfig c = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
@@ -60,7 +61,7 @@ int adamw_step(AdamW *opt, GPT *g, double grad_norm) {
 // that is contiguous in the whole tensor (gpt_slice_run).
 static void round_stochastic(const AdamW *opt, const GPT *g, float *p) {
     Ctx *ctx = g->ctx;
-    uint64_t seed = g->prec.seed + 0x9E3779B97F4A7C15ull * (uint64_t)opt->t;
+    uint64_t seed = sround_step_seed(g->prec.seed, (uint64_t)opt->t);
     for (int i = 0; i < g->n_slices; i++) {
         const ParamSlice *s = &g->slices[i];
         size_t lo = s->offset > opt->begin ? s->offset : opt->begin;

@@ -387,6 +387,13 @@ static void test_sround_op(TestState *ts) {
     test_report(ts, fabs(frac - 0.5) <= 5 * se, "mp.sround.seeds_differ",
                 "seeds 1 and 2 round %.4f of the values differently (want 0.5 +- %.4f)", frac,
                 5 * se);
+    // Consecutive steps' streams are unrelated: element i of step t + 1 does not draw
+    // what element i + 1 drew at step t (chance alone: n / 65536 = 1.5 of them).
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++)
+        same += sround_bits(sround_step_seed(7, 3), i + 1) == sround_bits(sround_step_seed(7, 4), i);
+    test_report(ts, same < 20, "mp.sround.steps_unrelated", "%zu of %zu draws shifted from the "
+                "step before (chance: about 1.5)", same, n);
     free(a), free(b), free(c);
 }
 
