@@ -61,11 +61,6 @@ uint16_t f32_to_bf16_stochastic(float f, uint32_t r16);
 // (whose state after k steps is seed + k * 2^64/golden ratio, so any number of the
 // stream is computed directly, without walking to it).
 uint32_t sround_bits(uint64_t seed, uint64_t index);
-// The seed of step t's stream (the optimizer's t-th update) from the run's seed. Not
-// seed + t * 2^64/golden: with the stream's own step, element i of step t + 1 would
-// draw what element i + 1 drew at step t. The finalizer of sround_bits on
-// seed XOR t times another odd constant: every step's stream unrelated to the others.
-uint64_t sround_step_seed(uint64_t seed, uint64_t t);
 
 // ---------------------------------------------------------------- dynamic loss scaling
 

@@ -35,13 +35,6 @@ uint16_t f32_to_bf16_stochastic(float f, uint32_t r16) {
     return h;
 }
 
-uint64_t sround_step_seed(uint64_t seed, uint64_t t) {
-    uint64_t z = seed ^ (0xd1b54a32d192ed03ull * (t + 1));
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 uint32_t sround_bits(uint64_t seed, uint64_t index) {
     // Number index of splitmix64's stream from seed (Steele, Lea and Flood, "Fast
     // splittable pseudorandom number generators", 2014; rng.c seeds with it), computed

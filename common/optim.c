@@ -4,7 +4,6 @@
 #include "check.h"
 #include "ops.h"
 #include "optim.h"
-#include "precision.h"
 
 AdamWConfig adamw_default_config(void) {
     AdamWConfig c = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
@@ -54,6 +53,13 @@ int adamw_step(AdamW *opt, GPT *g, double grad_norm) {
     return adamw_step_at(opt, g, g->params + opt->begin, g->grads + opt->begin, grad_norm);
 }
 
+uint64_t adamw_sround_seed(uint64_t seed, uint64_t t) {
+    uint64_t z = seed ^ (0xd1b54a32d192ed03ull * (t + 1));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 // Pure bf16 with stochastic rounding: the weights of the owned range rounded with a
 // fresh stream per step, each element's draw fixed by its place in the single-process
 // model (sround_bits(seed, index)): a tensor-parallel piece, a pipeline stage or a
@@ -61,7 +67,7 @@ int adamw_step(AdamW *opt, GPT *g, double grad_norm) {
 // that is contiguous in the whole tensor (gpt_slice_run).
 static void round_stochastic(const AdamW *opt, const GPT *g, float *p) {
     Ctx *ctx = g->ctx;
-    uint64_t seed = sround_step_seed(g->prec.seed, (uint64_t)opt->t);
+    uint64_t seed = adamw_sround_seed(g->prec.seed, (uint64_t)opt->t);
     for (int i = 0; i < g->n_slices; i++) {
         const ParamSlice *s = &g->slices[i];
         size_t lo = s->offset > opt->begin ? s->offset : opt->begin;
