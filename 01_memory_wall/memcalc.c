@@ -257,6 +257,11 @@ int main(int argc, char **argv) {
     s.course_half = dtype_size(gpt_recipe_dtype(prec)) == 2;
     if (prec != PREC_FP32 && s.recipe != RECIPE_COURSE)
         flags_fail("--precision is for --recipe course (the other recipes are precisions themselves)");
+    // The course's fp8 casts the serial linear layers of one process or data parallelism
+    // (ZeRO-1/2): what the drivers refuse, the calculator does not describe.
+    if (prec == PREC_FP8 && (tp > 1 || pp > 1 || zero >= 3))
+        flags_fail("--precision fp8 with %s: the course's fp8 runs on one process or under "
+                   "DDP and ZeRO-1/2 only", tp > 1 ? "--tp" : pp > 1 ? "--pp" : "--zero 3");
     s.micro_batch = micro_batch;
     s.sp = sp;
     s.dp = dp; s.tp = tp; s.pp = pp; s.zero = zero;

@@ -46,6 +46,8 @@ expect_fail course_llama         "--recipe course" --preset llama2-7b --recipe c
 expect_fail bad_device_mem       "--device-mem" --device-mem 80XB
 expect_fail unknown_flag         "--tpp"      --tpp 2
 expect_fail sweep_without_arch   "--sweep"    --params 1e9 --sweep seq
+expect_fail fp8_with_tp          "--precision fp8 with --tp" --recipe course --preset small --precision fp8 --tp 2
+expect_fail fp8_with_zero3       "--precision fp8 with --zero 3" --recipe course --preset small --precision fp8 --zero 3 --dp 2
 
 "$MC" --help >"$dir/help" 2>&1 && grep -q -- "--zero" "$dir/help" \
     && echo "PASS cli01.help  lists the flags" || echo "FAIL cli01.help"
