@@ -49,43 +49,20 @@ static void add_segment(Boxes *B, int slice, int64_t gi, int64_t gj, int64_t len
 }
 
 // Local elements [a, b) of slice s (rank `rank` of the tensor-parallel group) as
-// segments; `base` is the local offset of the slice's element 0 in the view.
+// segments; `base` is the local offset of the slice's element 0 in the view. The
+// piece's runs that are contiguous in the whole tensor (gpt_slice_run), cut at the
+// whole tensor's row ends: a segment lies in one row of the tensor.
 static void slice_segments(Boxes *B, int si, const ParamSlice *s, int rank, size_t a, size_t b,
                            size_t base) {
+    size_t gc = (size_t)s->gcols, n = (size_t)s->grows * gc, g, run;
     int vec = s->grows == 1;
-    int blocks = s->split == SPLIT_QKV ? 3 : 1;
-    size_t e = a;
-    while (e < b) {
-        // (i, j): the local row and column of element e; `run`: how far the
-        // mapping stays contiguous (to the end of the row, or of the vector's block).
-        size_t i = vec ? 0 : e / (size_t)s->cols, j = vec ? e : e % (size_t)s->cols;
-        size_t run = vec ? b - e : (size_t)s->cols - j;
-        int64_t gi = (int64_t)i, gj = (int64_t)j;
-        int pad = 0;
-        switch (s->split) {
-        case SPLIT_NONE:
-            break;
-        case SPLIT_COLS:
-            gj = (int64_t)rank * s->cols + (int64_t)j;
-            break;
-        default: {  // ROWS, VOCAB, QKV: along the first axis (a vector's elements)
-            size_t along = vec ? j : i;
-            size_t pb = (size_t)(vec ? s->cols : s->rows) / blocks;
-            size_t wb = (size_t)(vec ? s->gcols : s->grows) / blocks;
-            size_t k = along / pb, w = (size_t)rank * pb + along % pb;
-            pad = w >= wb;  // the vocabulary's padding: in no box
-            if (vec) {
-                gj = (int64_t)(k * wb + w);
-                if (pb - along % pb < run) run = pb - along % pb;
-            } else {
-                gi = (int64_t)(k * wb + w);
-            }
-        }
-        }
+    for (size_t e = a; e < b; e += run) {
+        run = gpt_slice_run(s, rank, e, &g);
         if (run > b - e) run = b - e;
-        if (!pad)
-            add_segment(B, si, gi, gj, (int64_t)run, base + e, vec ? run : (size_t)s->cols);
-        e += run;
+        if (run > gc - g % gc) run = gc - g % gc;
+        if (g >= n) continue;  // the vocabulary's padding: in no box
+        add_segment(B, si, (int64_t)(g / gc), (int64_t)(g % gc), (int64_t)run, base + e,
+                    vec ? run : (size_t)s->cols);
     }
 }
 

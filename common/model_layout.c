@@ -138,62 +138,44 @@ void gpt_fill_slices(const GPTConfig *c, ParamSlice *s) { gpt_fill_slices_tp(c, 
 // of it (rows x cols, `piece`), in the direction `to_piece` says. Rows of the
 // padded vocabulary block beyond the real vocabulary are zero in the piece and
 // are not copied back.
-void gpt_slice_copy(const ParamSlice *s, int rank, float *whole, float *piece,
-                    int to_piece) {
-    if (s->split == SPLIT_NONE) {
-        if (to_piece) memcpy(piece, whole, s->numel * sizeof(float));
-        else memcpy(whole, piece, s->numel * sizeof(float));
-        return;
-    }
-    if (s->split == SPLIT_COLS) {  // columns [rank*cols, (rank+1)*cols) of every row
-        for (int r = 0; r < s->rows; r++) {
-            float *w = whole + (size_t)r * s->gcols + (size_t)rank * s->cols;
-            float *p = piece + (size_t)r * s->cols;
-            if (to_piece) memcpy(p, w, (size_t)s->cols * sizeof(float));
-            else memcpy(w, p, (size_t)s->cols * sizeof(float));
-        }
-        return;
-    }
-    // Rows of a matrix, or elements of a vector, split along the tensor's first
-    // axis: in one block (ROWS, VOCAB) or within each of q, k and v (QKV).
-    int vec = s->grows == 1;
-    size_t unit = vec ? 1 : (size_t)s->gcols;  // floats per row
-    int whole_len = vec ? s->gcols : s->grows, piece_len = vec ? s->cols : s->rows;
-    int blocks = s->split == SPLIT_QKV ? 3 : 1;
-    int wb = whole_len / blocks, pb = piece_len / blocks;
-    for (int k = 0; k < blocks; k++)
-        for (int j = 0; j < pb; j++) {
-            int wi = rank * pb + j;  // row within block k of the whole tensor
-            float *p = piece + ((size_t)k * pb + j) * unit;
-            float *w = whole + ((size_t)k * wb + wi) * unit;
-            if (wi >= wb) {  // padding (the vocabulary only)
-                if (to_piece) memset(p, 0, unit * sizeof(float));
-            } else if (to_piece) {
-                memcpy(p, w, unit * sizeof(float));
-            } else {
-                memcpy(w, p, unit * sizeof(float));
-            }
-        }
-}
-
 size_t gpt_slice_run(const ParamSlice *s, int rank, size_t e, size_t *global) {
     if (s->split == SPLIT_NONE) {
         *global = e;
         return s->numel - e;
     }
-    if (s->split == SPLIT_COLS) {  // row r of the piece: columns [rank*cols, ...) of row r
+    if (s->split == SPLIT_COLS) {  // columns [rank*cols, (rank+1)*cols) of every row
         size_t r = e / (size_t)s->cols, c = e % (size_t)s->cols;
         *global = r * (size_t)s->gcols + (size_t)rank * s->cols + c;
         return (size_t)s->cols - c;
     }
-    int vec = s->grows == 1;  // as gpt_slice_copy: rows (or a vector's elements) in blocks
-    size_t unit = vec ? 1 : (size_t)s->gcols;
+    // Rows of a matrix, or elements of a vector, split along the tensor's first axis:
+    // in one block (ROWS, VOCAB) or within each of q, k and v (QKV).
+    int vec = s->grows == 1;
+    size_t unit = vec ? 1 : (size_t)s->gcols;  // floats per row
     int whole_len = vec ? s->gcols : s->grows, piece_len = vec ? s->cols : s->rows;
     int blocks = s->split == SPLIT_QKV ? 3 : 1;
     size_t wb = (size_t)(whole_len / blocks), pb = (size_t)(piece_len / blocks);
-    size_t row = e / unit, off = e % unit, k = row / pb, j = row % pb;
-    *global = (k * wb + (size_t)rank * pb + j) * unit + off;
-    return (pb - j) * unit - off;
+    size_t row = e / unit, off = e % unit, k = row / pb, j = row % pb, wi = (size_t)rank * pb + j;
+    *global = (k * wb + wi) * unit + off;
+    // A run ends with the block, or where the vocabulary's padding rows begin (which
+    // map past the tensor's end).
+    size_t to_end = (pb - j) * unit - off;
+    return wi < wb && wb - wi < pb - j ? (wb - wi) * unit - off : to_end;
+}
+
+void gpt_slice_copy(const ParamSlice *s, int rank, float *whole, float *piece,
+                    int to_piece) {
+    size_t n = (size_t)s->grows * (size_t)s->gcols, g, run;  // the whole tensor's elements
+    for (size_t e = 0; e < s->numel; e += run) {  // run by run (gpt_slice_run)
+        run = gpt_slice_run(s, rank, e, &g);
+        if (g >= n) {  // padding (the vocabulary only)
+            if (to_piece) memset(piece + e, 0, run * sizeof(float));
+        } else if (to_piece) {
+            memcpy(piece + e, whole + g, run * sizeof(float));
+        } else {
+            memcpy(whole + g, piece + e, run * sizeof(float));
+        }
+    }
 }
 
 size_t gpt_num_params(const GPTConfig *c) {
