@@ -44,7 +44,7 @@ stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
 CORE := log dtype rng ledger flags json safetensors safetensors_json safetensors_write ctx ops_cpu ops_cpu_precision \
         model_layout model_acts model_backward model_fp8 \
-        model optim data perf comm launch comm_shm comm_tcp trainer timeline
+        model optim data perf comm launch comm_shm comm_tcp train_args trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 # Stage 06's primitives are the core's too: every stage trains with its precisions
 # and recompute. They live in the lesson's folder, where `make grade-6` swaps in
@@ -101,7 +101,7 @@ else
 endif
 
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
-         test_gpu gpt_dump test_comm compare_params test_precision test_json test_ckpt_fuzz test_publish
+         test_gpu gpt_dump test_comm compare_params test_precision test_fp8 test_json test_ckpt_fuzz test_publish
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
 # `make` with no target builds everything (stage.mk files below define targets too).

@@ -2,11 +2,12 @@
 # `run NAME COMMAND...`, $BUILD and $log).
 
 # ---------------------------------------------------------------- numerical primitives
-# tests/test_precision.c: fp8 (every code of e4m3 and e5m2, rounding, saturation),
-# round_to = dtype_convert there and back bitwise, stochastic rounding (exact counts,
-# unbiased means, the accumulation RNE stalls on), the loss scaler's traces, fp8
-# delayed scaling's history. One process, a few seconds.
+# tests/test_precision.c: round_to = dtype_convert there and back bitwise, stochastic
+# rounding (exact counts, unbiased means, the accumulation RNE stalls on), the loss
+# scaler's traces; tests/test_fp8.c: fp8 (every code of e4m3 and e5m2, rounding,
+# saturation) and delayed scaling's history. One process each, a few seconds.
 run mp-precision "$BUILD/tests/test_precision"
+run mp-fp8 "$BUILD/tests/test_fp8"
 
 # ---------------------------------------------------------------- activation recompute
 # tests/test_recompute.c: selective, full and full every k-th layer against no

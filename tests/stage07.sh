@@ -473,99 +473,8 @@ s7_async() {
 run ft-async s7_async
 run ft-refuse-async-nodir s7_refuse async_needs_dir "--ckpt-async needs --ckpt-dir" train --ckpt-async
 
-# Silent data corruption: one bit of one weight flipped on rank 2 after step 7's
-# update (nothing crashes, the loss barely moves). --sdc-check 1 compares a hash of
-# the three replicas' weights after every step: rank 2 is named at step 7 and the
-# run stops; under the supervisor the job resumes from its last checkpoint and
-# ends bitwise where the uninterrupted run ends.
-s7_sdc() {
-    local d="$S7_DIR/sdc" bad=0
-    rm -rf "$d" && mkdir -p "$d"
-    # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --sdc-check 1 --inject bitflip,step=7,rank=2 \
-        >"$d/flip.log" 2>&1
-    local rc=$? named
-    named=$(grep -h -m1 -o 'step 7: silent data corruption: rank 2.s weights hash to [0-9a-f]*, where 2 of its 2 replicas hash to [0-9a-f]*' "$d/flip.log")
-    if [ "$rc" -ne 0 ] && [ -n "$named" ]; then
-        echo "PASS s7.sdc.detected  exit $rc: $named"
-    else
-        echo "FAIL s7.sdc.detected  exit $rc: the flipped bit on rank 2 was not named at step 7: $(grep -h -m1 -i error "$d/flip.log")"
-        bad=1
-    fi
-    # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1
-    # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --sdc-check 1 --inject bitflip,step=7,rank=2 \
-        --ckpt-dir "$d/ck" --ckpt-every 3 --max-restarts 1 --save-params "$d/out.safetensors" >"$d/sup.log" 2>&1
-    if grep -q 'supervisor: the job finished after 1 restart' "$d/sup.log" &&
-       cmp -s "$d/out.safetensors" "$d/ref.safetensors"; then
-        echo "PASS s7.sdc.recovered  the supervisor restarted from $(grep -h -m1 -o 'resumed from [^ ]* (step [0-9]*)' "$d/sup.log" | sed 's#from .*/#from #'); final weights bitwise"
-    else
-        echo "FAIL s7.sdc.recovered  $(grep -h -E 'supervisor|resumed' "$d/sup.log" | tr '\n' ' ' | cut -c1-200)"
-        bad=1
-    fi
-    return $bad
-}
-run ft-sdc s7_sdc
-
-# With two replicas a differing hash is a fault but not a verdict: either could hold
-# it. The run stops, saying so, and names neither (it blamed the second before).
-s7_sdc_two() {
-    local out rc
-    # shellcheck disable=SC2086
-    out=$("$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --sdc-check 1 --inject bitflip,step=3,rank=0 2>&1)
-    rc=$?
-    if [ "$rc" -ne 0 ] && grep -q 'step 3: silent data corruption: the 2 replicas of rank 0.s weights disagree and no hash has a majority' <<<"$out" &&
-       ! grep -q "rank 1's weights hash" <<<"$out"; then
-        echo "PASS s7.sdc.two_replicas_undecided  exit $rc: $(grep -m1 -o 'the 2 replicas.*named' <<<"$out")"
-    else
-        echo "FAIL s7.sdc.two_replicas_undecided  exit $rc: $(grep -m1 -i 'silent\|error' <<<"$out" | cut -c1-250)"
-        return 1
-    fi
-}
-run ft-sdc-two s7_sdc_two
-
-# A loss spike: at step 24 rank 1's batch gets a single target token (its loss
-# jumps to 1.40x the median of the last 16 steps; the steps before vary by at most
-# 1.06x on this model). --spike-factor 1.25 skips that update, and only that one:
-# the run ends bitwise where a run whose step 24 is skipped as an overflow ends.
-s7_spike() {
-    local d="$S7_DIR/spike" m="--layers 2 --width 32 --heads 4 --seq 16 --vocab 64 --lr 1e-2 --log-every 100 --warmup 0 --steps 26 --batch 2 --peak-tflops 1"
-    rm -rf "$d" && mkdir -p "$d"
-    # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 2 $m --spike-factor 1.25 --inject spike,step=24,rank=1 \
-        --save-params "$d/spike.safetensors" >"$d/spike.log" 2>&1
-    # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 2 $m --inject-overflow 24 --save-params "$d/skip.safetensors" >"$d/skip.log" 2>&1
-    local n what
-    n=$(grep -c 'a loss spike, the update is skipped' "$d/spike.log")
-    what=$(grep -h -m1 -o 'step 24: loss [0-9.]* is over [0-9.]*x the median [0-9.]*' "$d/spike.log")
-    if [ "$n" -eq 1 ] && [ -n "$what" ] && cmp -s "$d/spike.safetensors" "$d/skip.safetensors"; then
-        echo "PASS s7.spike.skipped  rank 1, $what: that update alone skipped; final weights bitwise those of a run that skips step 24"
-    else
-        echo "FAIL s7.spike.skipped  $n spike(s) reported (want 1, at step 24: '${what:-none}'), or the weights differ from skipping step 24"
-        return 1
-    fi
-}
-run ft-spike s7_spike
-
-# In mixed-fp16 the spike's skipped step is no overflow: the ranks agree it was a
-# spike (on rank 1 only), and the loss scale neither backs off nor counts it.
-s7_spike_fp16() {
-    local m="--layers 2 --width 32 --heads 4 --seq 16 --vocab 64 --lr 1e-2 --log-every 100 --warmup 0 --steps 26 --batch 2 --peak-tflops 1" out
-    # shellcheck disable=SC2086
-    out=$("$BUILD/ddp_train" --np 2 $m --spike-factor 1.25 --inject spike,step=24,rank=1 \
-          --precision mixed-fp16 --loss-scale 1024 2>&1)
-    if grep -q 'loss scale: 1024 at the end | 0 overflows (steps skipped), 0 backoffs' <<<"$out" &&
-       grep -q '1 step skipped for a loss spike' <<<"$out"; then
-        echo "PASS s7.spike.fp16_scale_kept  $(grep -m1 -o 'loss scale: .*' <<<"$out" | cut -c1-90)"
-    else
-        echo "FAIL s7.spike.fp16_scale_kept  $(grep -E 'loss scale|skipped' <<<"$out" | tr '\n' ' ' | cut -c1-250)"
-        return 1
-    fi
-}
-run ft-spike-fp16 s7_spike_fp16
-run ft-refuse-spike-factor s7_refuse spike_factor "--spike-factor 0.5: a spike is a loss above the median, so the factor must exceed 1" train --spike-factor 0.5
+# Errors that do not crash: silent data corruption, loss spikes, stragglers.
+source tests/stage07_silent.sh
 
 # The commit protocol against a simulated disk that loses power after any call
 # (tests/test_publish.c), and the manifest and safetensors readers against
@@ -577,42 +486,6 @@ run ft-ckpt-fuzz "$BUILD/tests/test_ckpt_fuzz"
 # published test vector, the goodput simulator against its exact model, the
 # cluster-scale failure rates.
 run ft-interval "$BUILD/tests/test_interval"
-
-# A straggler: from step 3 on, rank 1 of 2 takes 8x as long for its forward and
-# backward (it sleeps the difference). --straggler-factor 2 names it once its time
-# has been over 2x the median for 3 steps in a row (step 5). The same run without the
-# slow rank names no one at --straggler-factor 4. (8x and 4x, not 4x and 2x: on a
-# 2-core machine running other work beside this one, a rank's steps can take 2-3x
-# their time for a few steps in a row; at 4x the slow rank was named at step 8 once,
-# and at factor 2 an even run named rank 0 once, 2.9x the median.)
-s7_straggler() {
-    # A model whose step takes milliseconds, so that scheduling noise is small beside it.
-    local d="$S7_DIR/straggler" bad=0 m="--layers 2 --width 128 --heads 4 --seq 64 --vocab 64 --lr 1e-3 --log-every 100 --warmup 0 --steps 10 --peak-tflops 1"
-    rm -rf "$d" && mkdir -p "$d"
-    # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 2 --batch 2 $m --straggler-factor 2 \
-        --inject slow,step=3,rank=1,factor=8 >"$d/slow.log" 2>&1
-    # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 2 --batch 2 $m --straggler-factor 4 >"$d/even.log" 2>&1
-    local named n_named n_even
-    named=$(grep -h -m1 -o 'step 5: straggler: rank 1 took [0-9.]* ms.*in a row' "$d/slow.log")
-    n_named=$(grep -c 'straggler:' "$d/slow.log")
-    n_even=$(grep -c 'straggler:' "$d/even.log")
-    if [ -n "$named" ] && [ "$n_named" -eq 1 ]; then
-        echo "PASS s7.straggler.named  $named"
-    else
-        echo "FAIL s7.straggler.named  want rank 1 named once, at step 5; got $n_named: $(grep -h -m1 'straggler' "$d/slow.log")"
-        bad=1
-    fi
-    if [ "$n_even" -eq 0 ] && grep -q '^RESULT' "$d/even.log"; then
-        echo "PASS s7.straggler.none  with no slow rank, no one is named"
-    else
-        echo "FAIL s7.straggler.none  a rank was named in an even run: $(grep -h -m1 'straggler' "$d/even.log")"
-        bad=1
-    fi
-    return $bad
-}
-run ft-straggler s7_straggler
 
 # Elastic restart: rank 2 of 3 dies as step 5 begins in every attempt (a node that
 # stays dead). The supervisor restarts once; rank 2 fails first again, so it gives
