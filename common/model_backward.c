@@ -37,7 +37,9 @@ static int partial_grad(const GPT *g, int i) {
 static void fire_hook(GPT *g, int group) {
     float *d = g->ggrads[group];
     size_t lo = g->group_offset[group];
-    for (int i = 0; d && i < g->n_slices; i++) {
+    int parts = g->tp.sp || (group == 0 && g->has_embed != g->has_head);
+    if (d && !parts) gpt_round(g, d, g->group_offset[group + 1] - lo);  // the group at once
+    for (int i = 0; d && parts && i < g->n_slices; i++) {
         const ParamSlice *s = &g->slices[i];
         if (s->group == group && s->numel && !partial_grad(g, i))
             gpt_round(g, d + (s->offset - lo), s->numel);
