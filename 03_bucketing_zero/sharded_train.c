@@ -57,10 +57,10 @@ int main(int argc, char **argv) {
                        "hsdp: ranks per shard group (must divide --np)"),
         F_STRING("--trace", &trace, "write the last step's timeline to TRACE.json and TRACE.dat"),
         F_CHOICE("--grad-comm", &grad_comm, "auto|fp32|bf16", "the gradient buckets' type on the "
-                 "wire (auto: bf16 when --precision computes in bf16, on the CPU; stage 06)"),
+                 "wire (auto: bf16 when --precision computes in bf16; stage 06)"),
         F_CHOICE("--param-comm", &param_comm, "auto|fp32|bf16", "the gathered weights' type on the "
                  "wire: bf16 only for weights that are bf16 values, which it moves exactly "
-                 "(auto: then, on the CPU; stage 06)"),
+                 "(auto: then; stage 06)"),
         F_INT_SENTINEL("--kill-rank", &kill_rank, 0, COMM_MAX_RANKS - 1, "-1 = none",
                        "fault test: this rank dies (SIGKILL) ..."),
         F_INT_SENTINEL("--kill-at", &kill_at, 1, 1 << 30, "0 = unset",
@@ -92,8 +92,8 @@ int main(int argc, char **argv) {
                    "buffers): use ddp, zero1 or zero2", strategy);
     if (shard_size && np > 1 && np % shard_size)
         flags_fail("--shard-size %d does not divide --np %d", shard_size, np);
-    // The types on the wire (stage 06). auto picks bf16 on the CPU only: on a GPU the
-    // bf16 collectives of the sharded engine have not run yet (ask for them by name).
+    // The types on the wire (stage 06): auto picks bf16 when the recipe's values are
+    // bf16 (on a GPU too: checked on an H200, results/gpu/2026-11-26-h200).
     Device dev;
     device_parse(a.device, &dev);
     GPTRecipe recipe = PREC_FP32;
@@ -103,9 +103,9 @@ int main(int argc, char **argv) {
         flags_fail("--param-comm bf16 with --precision %s: its weights are not bf16 values, and "
                    "sending them as bf16 would round them", a.precision);
     sc.grad_wire = strcmp(grad_comm, "bf16") == 0 ||
-                   (strcmp(grad_comm, "auto") == 0 && bf16_values && dev == DEV_CPU) ? DT_BF16 : DT_F32;
+                   (strcmp(grad_comm, "auto") == 0 && bf16_values) ? DT_BF16 : DT_F32;
     sc.param_wire = strcmp(param_comm, "bf16") == 0 ||
-                    (strcmp(param_comm, "auto") == 0 && bf16_values && dev == DEV_CPU) ? DT_BF16 : DT_F32;
+                    (strcmp(param_comm, "auto") == 0 && bf16_values) ? DT_BF16 : DT_F32;
     if ((kill_rank >= 0) != (kill_at > 0)) flags_fail("--kill-rank and --kill-at go together");
     if ((stall_rank >= 0) != (stall_at > 0)) flags_fail("--stall-rank and --stall-at go together");
     if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: a GPU each, or a shared one

@@ -16,8 +16,9 @@
 // On the CPU the casts are emulated (ops->quantize_fp8: the values fp8 can hold, in
 // fp32 slots); the GEMM is the fp32 one on those values, which is what an fp8 tensor
 // core computes, up to its accumulation order. The GEMMs get the scales too
-// (ops->matmul_fp8_*): the CUDA backend can run them on the fp8 tensor cores through
-// cuBLASLt (COURSE_FP8_GEMM=cublaslt, common/ops_cuda_fp8.cu). Serial layers only (one process, or
+// (ops->matmul_fp8_*): the CUDA backend runs them on the fp8 tensor cores through
+// cuBLASLt (common/ops_cuda_fp8.cu; COURSE_FP8_GEMM=fp32: the fp32 GEMM, as the CPU).
+// Serial layers only (one process, or
 // data parallelism: each rank keeps its own scales, where Transformer Engine would
 // all-reduce the amaxes over the data-parallel group).
 #include <stdio.h>

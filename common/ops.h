@@ -171,10 +171,10 @@ struct Ops {
     // The fp8 recipe's GEMMs (common/model_fp8.c): matmul_forward and matmul_backward
     // on operands quantize_fp8 has left, each with its tensor's scale: sx for inp and
     // sw for w (E4M3), sdy for dout (E5M2). The CPU runs the fp32 GEMM on those values
-    // (the scales are not needed: they are scaled back already). The CUDA backend,
-    // with COURSE_FP8_GEMM=cublaslt, encodes the operands as fp8 again and multiplies
-    // them on the fp8 tensor cores through cuBLASLt (ops_cuda_fp8.cu says how); by
-    // default, and where cuBLASLt's fp8 rules do not hold, the matmul above.
+    // (the scales are not needed: they are scaled back already). The CUDA backend
+    // encodes the operands as fp8 again and multiplies them on the fp8 tensor cores
+    // through cuBLASLt (ops_cuda_fp8.cu says how); with COURSE_FP8_GEMM=fp32, and where
+    // cuBLASLt's fp8 rules do not hold, the matmul above.
     void (*matmul_fp8_forward)(Ctx *, float *out, const float *inp, float sx, const float *w,
                                float sw, const float *bias, int N, int C, int OC);
     void (*matmul_fp8_backward)(Ctx *, float *dinp, float *dw, float *dbias, const float *dout,

@@ -151,7 +151,9 @@ item_10() {
     # nsys: where the mixed-bf16 step's time goes (kernels, cuBLAS's bf16 GEMMs).
     local ns nsres
     ns=$(find_nsys)
-    if [ -z "$ns" ]; then
+    if [ "${GPU_CHECK_PROFILE:-1}" = 0 ]; then
+        nsres="no profile (GPU_CHECK_PROFILE=0)"
+    elif [ -z "$ns" ]; then
         # No nsys: Nsight Compute times every kernel of two steps (one metric, no
         # replay, caches and clocks as they are) and the kernels are summed by name.
         local ncu
@@ -189,23 +191,37 @@ item_10() {
         nsres="nsys exit $rc: top kernel ${top:-?}; bf16 copies $conv of GPU time; $dir/nsys_*.nsys-rep"
     fi
     # (d) fp8 through cuBLASLt (COURSE_FP8_GEMM=cublaslt: the GEMMs on the fp8 tensor
-    # cores; ops_cuda_fp8.cu) against the default, the fp32 GEMM on the same fp8 values:
-    # the same products, summed in another order, so within (a)'s 2^-8 after 5 steps
-    # of the tiny model (every dimension a multiple of 16: every GEMM takes cuBLASLt).
-    # Then gpt2-124m's tokens/s both ways (its LM head, V = 50257, stays fp32).
-    local e_lt="" lt_tok=""
-    for g in fp32 cublaslt; do
-        COURSE_FP8_GEMM=$g timeout -k 5 30 "$B/train" "${tiny[@]}" --device cuda --precision fp8 \
+    # cores; ops_cuda_fp8.cu) against the default, the fp32 GEMM on the same fp8 values.
+    # Op by op the two agree within 2^-10 (test_gpu_fp8.c; ~1e-4 measured: Hopper's fp8
+    # tensor cores add with fewer bits than fp32 even with FAST_ACCUM off). In training
+    # each such difference can move an activation across an e4m3 rounding boundary (a
+    # step of 2^-3), so two fp8 runs diverge far more than two bf16 runs: on an H200
+    # (2026-11-26, 5 steps of the tiny model) cuBLASLt ended 7.5e-3 and 7.4e-3 from the
+    # fp32 GEMMs (seeds 1, 2), and the fp32 GEMMs on the GPU vs on the CPU, which differ
+    # only in summation order, already 1.5e-3 at seed 2; fp8 itself moved the weights
+    # 1.7e-2 from the fp32 recipe. So the check is relative to that: a correct fp8 GEMM
+    # perturbs training less than the fp8 format itself does (measured: 0.44 of it); a
+    # wrong scale, layout or transpose lands far outside, and a run that quietly kept the
+    # fp32 GEMMs would end bitwise on the default run, which rel_err > 0 refuses. And a
+    # second run is bitwise the first (cuBLASLt's fp8 GEMMs are deterministic).
+    local e_lt="" e_rec="" lt_tok="" det=no
+    for g in fp32 cublaslt cublaslt2; do
+        COURSE_FP8_GEMM=${g%2} timeout -k 5 30 "$B/train" "${tiny[@]}" --device cuda --precision fp8 \
             --save-params "$dir/fp8_$g.safetensors" >"$dir/fp8_$g.log" 2>&1 ||
-            echo "## fp8 with COURSE_FP8_GEMM=$g failed: $(tail -n 1 "$dir/fp8_$g.log")"
+            echo "## fp8 with COURSE_FP8_GEMM=${g%2} failed: $(tail -n 1 "$dir/fp8_$g.log")"
     done
     if [ -s "$dir/fp8_cublaslt.safetensors" ] && [ -s "$dir/fp8_fp32.safetensors" ]; then
         e_lt=$(rel_err "$dir/fp8_cublaslt.safetensors" "$dir/fp8_fp32.safetensors")
+        e_rec=$(rel_err "$dir/fp8_fp32.safetensors" "$dir/cpu_fp32.safetensors")
+        cmp -s "$dir/fp8_cublaslt.safetensors" "$dir/fp8_cublaslt2.safetensors" && det=yes
     fi
-    if [ -n "$e_lt" ] && awk -v a="$e_lt" 'BEGIN { exit !(a <= 0.00390625) }'; then
-        echo "PASS mp.cuda.fp8_cublaslt  rel_err $e_lt to the fp32 GEMMs on fp8 values (tol 2^-8)"
+    if [ -n "$e_lt" ] && [ -n "$e_rec" ] && [ "$det" = yes ] &&
+       awk -v a="$e_lt" -v r="$e_rec" 'BEGIN { exit !(a > 0 && a < r) }'; then
+        echo "PASS mp.cuda.fp8_cublaslt  rel_err $e_lt to the fp32 GEMMs on fp8 values (below" \
+             "fp8's own distance from the fp32 recipe, $e_rec); a rerun bitwise"
     else
-        echo "FAIL mp.cuda.fp8_cublaslt  rel_err ${e_lt:-?} to the fp32 GEMMs on fp8 values (tol 2^-8)"
+        echo "FAIL mp.cuda.fp8_cublaslt  rel_err ${e_lt:-?} to the fp32 GEMMs on fp8 values (want > 0 and" \
+             "below fp8's distance from the fp32 recipe, ${e_rec:-?}); rerun bitwise: $det"
         bad=$((bad + 1))
     fi
     for g in fp32 cublaslt; do
@@ -215,7 +231,7 @@ item_10() {
     done
     echo "## gpt2-124m fp8:$lt_tok"
     fig "mixed-bf16 cuda vs cpu rel_err ${e_mp:-?} (tol 2^-8; ${e_fp:-?} to fp32);" \
-        "fp8 cublaslt vs fp32 GEMMs rel_err ${e_lt:-?}; gpt2-124m fp8:$lt_tok;" \
+        "fp8 cublaslt vs fp32 GEMMs rel_err ${e_lt:-?} (fp8 vs fp32 recipe ${e_rec:-?}); gpt2-124m fp8:$lt_tok;" \
         "recompute = none bitwise: ${rcres:+NOT for$rcres}${rcres:-4 of 4}; gpt2-124m B=8, MFU" \
         "of 989.4: fp32 ${tok[fp32]:-?} tok/s MFU ${mfu[fp32]:-?} ($f32 of fp32's 66.9)," \
         "mixed-bf16 ${tok[mixed-bf16]:-?} tok/s MFU ${mfu[mixed-bf16]:-?} ($speed fp32's tok/s); $nsres"

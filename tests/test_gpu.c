@@ -273,10 +273,17 @@ int main(int argc, char **argv) {
     static Env env;  // static: zero-initialised, and the Ctx structs are not small
     Env *e = &env;
     ctx_init(&e->cpu, DEV_CPU, 8, 0);
+    // COURSE_FP8_GEMM is read when a CUDA backend starts: gpu runs the fp8 recipe's
+    // GEMMs in fp32 (the CPU's sums, to 1e-5), gpu_lt on the fp8 tensor cores.
+    const char *fp8_gemm = getenv("COURSE_FP8_GEMM");
+    char saved[16] = "";
+    if (fp8_gemm) snprintf(saved, sizeof saved, "%s", fp8_gemm);
+    setenv("COURSE_FP8_GEMM", "fp32", 1);
     ctx_init(&e->gpu, DEV_CUDA, 1, 0);
-    setenv("COURSE_FP8_GEMM", "cublaslt", 1);  // read when a CUDA backend starts
+    setenv("COURSE_FP8_GEMM", "cublaslt", 1);
     ctx_init(&e->gpu_lt, DEV_CUDA, 1, 0);
-    unsetenv("COURSE_FP8_GEMM");
+    if (fp8_gemm) setenv("COURSE_FP8_GEMM", saved, 1);
+    else unsetenv("COURSE_FP8_GEMM");
     rng_seed(&e->rng, 42);
     printf("# backend %s against backend %s\n", e->gpu.ops->name, e->cpu.ops->name);
 
