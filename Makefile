@@ -148,11 +148,13 @@ $(BUILD)/sgemm_bench: $(BUILD)/common/sgemm_bench.o $(CORE_OBJS)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-# test_gpu is three objects: main, the helpers, memory and model (test_gpu.c), the
-# op-by-op checks (test_gpu_ops.c) and the fp8 GEMMs' (test_gpu_fp8.c).
-$(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o $(BUILD)/tests/test_gpu_fp8.o: tests/test_gpu.h
-$(BUILD)/tests/test_gpu: $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o \
-                         $(BUILD)/tests/test_gpu_fp8.o $(CORE_OBJS)
+# test_gpu is four objects: main, the helpers, memory and model (test_gpu.c), the
+# op-by-op checks (test_gpu_ops.c), the bf16 GEMMs' (test_gpu_bf16.c) and the fp8
+# GEMMs' (test_gpu_fp8.c).
+TEST_GPU_OBJS := $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o \
+                 $(BUILD)/tests/test_gpu_bf16.o $(BUILD)/tests/test_gpu_fp8.o
+$(TEST_GPU_OBJS): tests/test_gpu.h
+$(BUILD)/tests/test_gpu: $(TEST_GPU_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # test_publish runs on a simulated disk (tests/power_loss_disk.c); the rule for

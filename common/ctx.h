@@ -23,7 +23,8 @@ typedef struct Ctx {
     Ledger ledger;
     const Ops *ops;         // the compute backend for `device`
     void *backend;          // backend private state (cuBLAS handle, stream, ...)
-    // What the backend's linear-layer GEMMs (ops->matmul_forward/backward) read:
+    // What the backend's GEMMs read (the linear layers' ops->matmul_forward/backward,
+    // and the attention's where its operands are rounded: ops.h):
     // DT_F32 (the default; ctx_init sets it), or DT_BF16 when every input they are
     // given is known to hold a bf16-representable value, so that converting it to
     // bf16 loses nothing (stage 06's bf16 recipes set it: gpt_set_precision). The

@@ -358,6 +358,25 @@ void cuda_layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db,
 // stride 3C, starting at columns h*hs, C + h*hs and 2C + h*hs. Consecutive heads
 // are hs floats apart, so the NH heads of one batch element are one strided-
 // batched GEMM; we loop over b. att(b,h) is a (T,T) block, blocks T*T apart.
+//
+// With ctx->gemm_dtype == DT_BF16 (the bf16 recipes) the GEMMs whose operands the
+// model has rounded to bf16 read them as bf16 on the tensor cores, as the linear
+// layers do: q k^T (qkv is rounded where c_attn writes it), and in the backward
+// att^T dy and dy v^T (att and dout are rounded where they are written). The same
+// exact products, summed in fp32 in another order. att @ v (att is rounded only
+// after it, for storage) and the two GEMMs of ds (softmax_backward's fp32 output)
+// stay fp32: their bf16 versions would round an operand the CPU does not round.
+
+// The strided-batched GEMM of cublasSgemmStridedBatched's arguments, A and B bf16.
+static void gemm_bf16_batched(Ctx *ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                              int k, float alpha, const __nv_bfloat16 *A, int lda, long long sa,
+                              const __nv_bfloat16 *B, int ldb, long long sb, float beta, float *C,
+                              int ldc, long long sc, int batch) {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(backend(ctx)->cublas, ta, tb, m, n, k, &alpha, A,
+                                            CUDA_R_16BF, lda, sa, B, CUDA_R_16BF, ldb, sb, &beta,
+                                            C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+}
 
 // One warp per row of scores, in place: row t keeps columns 0..t (causal).
 __global__ void causal_softmax_kernel(float *att, int rows, int T) {
@@ -382,11 +401,21 @@ void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, 
     int hs = C / NH, C3 = 3 * C;
     long long TT = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)hs), one = 1.0f, zero = 0.0f;
+    const __nv_bfloat16 *qkvb = NULL;  // qkv in bf16 (the bf16 recipes)
+    if (gemm_reads_bf16(ctx)) {
+        size_t n = (size_t)B * T * C3;
+        qkvb = to_bf16(ctx, (__nv_bfloat16 *)cuda_gemm_scratch(ctx, n * sizeof(__nv_bfloat16)),
+                       qkv, n);
+    }
     for (int b = 0; b < B; b++) {  // att(T,T) = q k^T / sqrt(hs): the full square
-        const float *q = qkv + (size_t)b * T * C3, *k = q + C;
-        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &scale, k,
-                                               C3, hs, q, C3, hs, &zero, att + b * NH * TT, T,
-                                               TT, NH));
+        size_t o = (size_t)b * T * C3;
+        if (qkvb)
+            gemm_bf16_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, qkvb + o + C, C3, hs,
+                              qkvb + o, C3, hs, 0.0f, att + b * NH * TT, T, TT, NH);
+        else
+            CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &scale,
+                                                   qkv + o + C, C3, hs, qkv + o, C3, hs, &zero,
+                                                   att + b * NH * TT, T, TT, NH));
     }
     size_t rows = (size_t)B * NH * T;
     if (rows) causal_softmax_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(att, (int)rows, T);
@@ -420,17 +449,33 @@ void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout
     int hs = C / NH, C3 = 3 * C;
     long long TT = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)hs), one = 1.0f, zero = 0.0f;
-    for (int b = 0; b < B; b++) {
-        size_t o = (size_t)b * T * C3;  // batch b in qkv and dqkv
-        const float *dy = dout + (size_t)b * T * C;
-        // dv(T,hs) += att^T(T,T) @ dy(T,hs)
-        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &one, dy, C,
-                                               hs, att + b * NH * TT, T, TT, &one,
-                                               dqkv + o + 2 * C, C3, hs, NH));
-        // datt(T,T) = dy(T,hs) @ v^T, into ds
-        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one,
-                                               qkv + o + 2 * C, C3, hs, dy, C, hs, &zero,
-                                               ds + b * NH * TT, T, TT, NH));
+    if (gemm_reads_bf16(ctx)) {  // the same two GEMMs as below, on bf16 copies
+        size_t nq = (size_t)B * T * C3, ny = (size_t)B * T * C, na = (size_t)B * NH * TT;
+        __nv_bfloat16 *s = (__nv_bfloat16 *)cuda_gemm_scratch(
+            ctx, (bf16_slot(nq) + bf16_slot(ny) + bf16_slot(na)) * sizeof(__nv_bfloat16));
+        const __nv_bfloat16 *qkvb = to_bf16(ctx, s, qkv, nq);
+        const __nv_bfloat16 *dyb = to_bf16(ctx, s + bf16_slot(nq), dout, ny);
+        const __nv_bfloat16 *attb = to_bf16(ctx, s + bf16_slot(nq) + bf16_slot(ny), att, na);
+        for (int b = 0; b < B; b++) {
+            size_t o = (size_t)b * T * C3, oy = (size_t)b * T * C;
+            gemm_bf16_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dyb + oy, C, hs,
+                              attb + b * NH * TT, T, TT, 1.0f, dqkv + o + 2 * C, C3, hs, NH);
+            gemm_bf16_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, qkvb + o + 2 * C, C3,
+                              hs, dyb + oy, C, hs, 0.0f, ds + b * NH * TT, T, TT, NH);
+        }
+    } else {
+        for (int b = 0; b < B; b++) {
+            size_t o = (size_t)b * T * C3;  // batch b in qkv and dqkv
+            const float *dy = dout + (size_t)b * T * C;
+            // dv(T,hs) += att^T(T,T) @ dy(T,hs)
+            CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &one, dy,
+                                                   C, hs, att + b * NH * TT, T, TT, &one,
+                                                   dqkv + o + 2 * C, C3, hs, NH));
+            // datt(T,T) = dy(T,hs) @ v^T, into ds
+            CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one,
+                                                   qkv + o + 2 * C, C3, hs, dy, C, hs, &zero,
+                                                   ds + b * NH * TT, T, TT, NH));
+        }
     }
     size_t rows = (size_t)B * NH * T;
     if (rows)

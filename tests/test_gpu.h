@@ -79,7 +79,8 @@ void check_same_bits(Env *e, const char *what, const void *a, const void *b, siz
 // Each runs its ops at one shape set on both backends and compares; main calls
 // them in this order for every shape set.
 void test_matmul(Env *e, const Dims *d);
-void test_matmul_bf16(Env *e, const Dims *d);  // ctx->gemm_dtype = DT_BF16
+void test_matmul_bf16(Env *e, const Dims *d);     // ctx->gemm_dtype = DT_BF16 (test_gpu_bf16.c)
+void test_attention_bf16(Env *e, const Dims *d);  // the same for the attention's GEMMs
 void test_matmul_fp8(Env *e, const Dims *d);   // through cuBLASLt (test_gpu_fp8.c)
 void test_embedding(Env *e, const Dims *d);
 void test_layernorm(Env *e, const Dims *d);
