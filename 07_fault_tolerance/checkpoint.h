@@ -58,10 +58,12 @@ typedef struct {
     int n_views, cap;
     AdamW **opts;
     int n_opts, opt_cap;
-    // The rank's model, for what is its own and no tensor of the whole model: the
-    // fp8 recipe's amax histories (each rank measures its own), saved in its shard
-    // as "local/fp8_scaling". NULL: nothing of the kind.
+    // What is the rank's own and no tensor of the whole model, saved in its shard
+    // beside the pieces (CKPT_*_KEY below). model: the fp8 recipe's amax histories
+    // (each rank measures its own). spike: the losses the rank's spike check
+    // compares with (each rank judges its own). NULL: nothing of the kind.
     GPT *model;
+    struct SpikeDetector *spike;
 } TrainState;
 void train_state_add(TrainState *s, StateKind kind, const GPT *g, size_t lo, size_t hi,
                      float *data, int replicas, int replica);
@@ -80,6 +82,10 @@ void train_state_free(TrainState *s);
 // (gpt_fp8_state's rows). A resume on as many ranks reads its own rank's; on
 // another number, rank r reads rank r mod the writers'.
 #define CKPT_FP8_KEY "local/fp8_scaling"
+// ...and the loss-spike check's history: the losses of the last accepted steps,
+// oldest first, as a 1 x n F64 row (the losses as the check compared them, bit
+// for bit). A checkpoint without it (spike checks off) resumes with none.
+#define CKPT_SPIKE_KEY "local/loss_history"
 
 // What is not a tensor but must be saved for a bit-exact resume (resume.c).
 typedef struct {
@@ -364,7 +370,7 @@ int sdc_check(const CkptConfig *cc, const TrainState *st, int *compared, char *m
 // Loss spikes: a step whose loss exceeds `factor` x the median of the last
 // SPIKE_WINDOW accepted steps' losses is a spike (its update is skipped).
 #define SPIKE_WINDOW 16
-typedef struct {
+typedef struct SpikeDetector {
     double factor;          // 0: off
     double loss[SPIKE_WINDOW];
     int n, next;

@@ -201,26 +201,46 @@ static int fill_view(Reader *R, const StateView *V, float *host, char *err, size
     return rc;
 }
 
-// The fp8 recipe's scaling state: this rank's own from its shard (rank r mod
-// the writers' when the world changed: the scales are per rank, and any rank's
-// are a sound start).
-static int fill_fp8(Reader *R, GPT *g, char *err, size_t errn) {
+// The rank's own state from its shard (rank r mod the writers' when the world
+// changed: it is per rank, and any rank's is a sound start): the fp8 recipe's
+// scaling state, and the loss-spike check's history.
+static int fill_local(Reader *R, const TrainState *st, char *err, size_t errn) {
+    GPT *g = st->model && st->model->fp8 ? st->model : NULL;
+    SpikeDetector *d = st->spike;
+    if (!g && !d) return 0;
     int want = R->cc->rank % R->m->world, f = -1;
     for (int i = 0; i < R->m->n_files; i++)
         if (R->m->files[i].rank == want) f = i;
     const StFile *file = f >= 0 ? open_file(R, f, err, errn) : NULL;
     if (f < 0) snprintf(err, errn, "%s/%s lists no file of rank %d", R->cc->dir, R->name, want);
     if (!file) return -1;
-    const StTensor *t = st_find(file, CKPT_FP8_KEY);
-    if (!t || t->dtype != DT_F32 || t->ndim != 2) {
-        snprintf(err, errn, "%s/%s/%s: no F32 matrix \"%s\" (the fp8 scaling state)", R->cc->dir,
-                 R->name, R->m->files[f].name, CKPT_FP8_KEY);
-        return -1;
+    const char *path = R->m->files[f].name;
+    if (g) {
+        const StTensor *t = st_find(file, CKPT_FP8_KEY);
+        if (!t || t->dtype != DT_F32 || t->ndim != 2) {
+            snprintf(err, errn, "%s/%s/%s: no F32 matrix \"%s\" (the fp8 scaling state)",
+                     R->cc->dir, R->name, path, CKPT_FP8_KEY);
+            return -1;
+        }
+        char why[512];
+        if (gpt_fp8_restore(g, t->data, (int)t->shape[0], (int)t->shape[1], why, sizeof why)) {
+            snprintf(err, errn, "%s/%s/%s: %s", R->cc->dir, R->name, path, why);
+            return -1;
+        }
     }
-    char why[512];
-    if (gpt_fp8_restore(g, t->data, (int)t->shape[0], (int)t->shape[1], why, sizeof why)) {
-        snprintf(err, errn, "%s/%s/%s: %s", R->cc->dir, R->name, R->m->files[f].name, why);
-        return -1;
+    if (d) {  // none saved (the run had no spike checks): an empty history
+        const StTensor *t = st_find(file, CKPT_SPIKE_KEY);
+        d->n = d->next = 0;
+        if (!t) return 0;
+        if (t->dtype != DT_F64 || t->ndim != 2 || t->shape[0] != 1 || t->shape[1] < 1 ||
+            t->shape[1] > SPIKE_WINDOW) {
+            snprintf(err, errn, "%s/%s/%s: \"%s\" is not a 1 x n F64 row with n <= %d (the "
+                     "loss-spike history)", R->cc->dir, R->name, path, CKPT_SPIKE_KEY, SPIKE_WINDOW);
+            return -1;
+        }
+        d->n = (int)t->shape[1];
+        memcpy(d->loss, t->data, (size_t)d->n * sizeof(double));
+        d->next = d->n % SPIKE_WINDOW;
     }
     return 0;
 }
@@ -262,7 +282,7 @@ int ckpt_load(const CkptConfig *cc, const TrainState *st, TrainProgress *p, char
         if (ok) V->g->ctx->ops->to_device(V->g->ctx, V->data, host, n * sizeof(float));
         free(host);
     }
-    if (ok && st->model && st->model->fp8) ok = fill_fp8(&R, st->model, err, errn) == 0;
+    if (ok) ok = fill_local(&R, st, err, errn) == 0;
     if (R.files)
         for (int f = 0; f < m.n_files; f++)
             if (R.opened[f]) st_close(&R.files[f]);

@@ -89,16 +89,28 @@ static int in_stage(const CkptSave *s, const void *p) {
 }
 
 // The next tensor of the snapshot: an F32 rows x cols matrix at data.
-static void add_tensor(CkptSave *s, const char *name, int64_t rows, int64_t cols, const float *data) {
+static void add_tensor_of(CkptSave *s, const char *name, DType dt, int64_t rows, int64_t cols,
+                          const void *data) {
     StTensor *T = &s->t[s->nt + s->n_local];
     memset(T, 0, sizeof *T);
     snprintf(T->name, sizeof T->name, "%s", name);
-    T->dtype = DT_F32;
+    T->dtype = dt;
     T->ndim = 2;
     T->shape[0] = rows;
     T->shape[1] = cols;
     T->data = data;
-    T->nbytes = (size_t)(rows * cols) * sizeof(float);
+    T->nbytes = (size_t)(rows * cols) * dtype_size(dt);
+}
+static void add_tensor(CkptSave *s, const char *name, int64_t rows, int64_t cols, const float *data) {
+    add_tensor_of(s, name, DT_F32, rows, cols, data);
+}
+// One of the rank's own tensors after the pieces (data malloc'd: freed with the save).
+static void add_local(CkptSave *s, const char *name, DType dt, int64_t rows, int64_t cols,
+                      void *data) {
+    s->t = realloc(s->t, (size_t)(s->nt + s->n_local + 1) * sizeof *s->t);
+    CHECK(s->t, "out of host memory");
+    add_tensor_of(s, name, dt, rows, cols, data);
+    s->n_local++;
 }
 
 // The snapshot: this rank's share of every view, copied to the host (the only
@@ -159,13 +171,16 @@ static void snapshot(CkptSave *s, const TrainState *st) {
     // The fp8 recipe's amax histories: this rank's own (it measured them).
     int rows, cols;
     float *fp8 = st->model ? gpt_fp8_state(st->model, &rows, &cols) : NULL;
-    if (fp8 && rows > 0) {
-        s->t = realloc(s->t, (size_t)(s->nt + 1) * sizeof *s->t);
-        CHECK(s->t, "out of host memory");
-        add_tensor(s, CKPT_FP8_KEY, rows, cols, fp8);
-        s->n_local = 1;
-    } else {
-        free(fp8);
+    if (fp8 && rows > 0) add_local(s, CKPT_FP8_KEY, DT_F32, rows, cols, fp8);
+    else free(fp8);
+    // The loss-spike check's history: this rank's own (it judged its own losses).
+    const SpikeDetector *d = st->spike;
+    if (d && d->n > 0) {
+        double *h = malloc((size_t)d->n * sizeof *h);
+        CHECK(h, "out of host memory");
+        for (int i = 0; i < d->n; i++)  // oldest first: the ring starts at next once full
+            h[i] = d->loss[(d->n < SPIKE_WINDOW ? i : d->next + i) % SPIKE_WINDOW];
+        add_local(s, CKPT_SPIKE_KEY, DT_F64, 1, d->n, h);
     }
 }
 

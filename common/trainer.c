@@ -290,8 +290,9 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     cc.staging = &staging;
     StragglerDetector slow;
     straggler_init(&slow, a->straggler_factor, world);
-    int start = a->ckpt_dir ? ckpt_begin(a, &st, &cc, &scaler, &overflows, &dl) : 0;
     SpikeDetector spike = {.factor = a->spike_factor};
+    if (spike.factor > 0) st.spike = &spike;  // its history goes into checkpoints
+    int start = a->ckpt_dir ? ckpt_begin(a, &st, &cc, &scaler, &overflows, &dl) : 0;
     long spikes = 0, spike_steps = 0;  // this rank's spikes; the steps some rank's spike skipped
     cc.fault = &fault;
 

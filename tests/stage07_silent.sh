@@ -77,6 +77,33 @@ s7_spike() {
 }
 run ft-spike s7_spike
 
+# The spike check's history is the rank's state too: a run killed as step 23 begins
+# and resumed from step 21 must still see step 24 as a spike (a resume that forgot
+# the last 16 losses would judge nothing before 8 new ones) and end bitwise where
+# the run that was never killed ends.
+s7_spike_resume() {
+    local d="$S7_DIR/spike_resume" m="--layers 2 --width 32 --heads 4 --seq 16 --vocab 64 --lr 1e-2 --log-every 100 --warmup 0 --steps 26 --batch 2 --peak-tflops 1 --spike-factor 1.25"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 $m --inject spike,step=24,rank=1 --save-params "$d/ref.safetensors" \
+        >"$d/ref.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 $m --ckpt-dir "$d/ck" --ckpt-every 3 --inject kill,step=23 >"$d/kill.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 2 $m --ckpt-dir "$d/ck" --resume --inject spike,step=24,rank=1 \
+        --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
+    if grep -q 'resumed from .*step-00000021' "$d/res.log" &&
+       grep -q 'step 24: loss .* a loss spike, the update is skipped' "$d/res.log" &&
+       cmp -s "$d/res.safetensors" "$d/ref.safetensors"; then
+        echo "PASS s7.spike.resume_keeps_history  resumed at step 21, step 24 still a spike; bitwise the run never killed"
+    else
+        echo "FAIL s7.spike.resume_keeps_history  $(grep -h -m1 -o 'resumed from [^ ]*' "$d/res.log"); spike at 24:" \
+             "$(grep -c 'a loss spike' "$d/res.log"); weights $(cmp -s "$d/res.safetensors" "$d/ref.safetensors" && echo bitwise || echo differ)"
+        return 1
+    fi
+}
+run ft-spike-resume s7_spike_resume
+
 # In mixed-fp16 the spike's skipped step is no overflow: the ranks agree it was a
 # spike (on rank 1 only), and the loss scale neither backs off nor counts it.
 s7_spike_fp16() {
