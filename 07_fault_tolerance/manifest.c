@@ -22,6 +22,7 @@
 #include "checkpoint.h"
 
 #define FORMAT "course-ckpt-1"
+#define CRC_FIELD ",\n \"manifest_crc32c\": "
 
 static const char *kind_names[ST_KINDS] = {"params", "exp_avg", "exp_avg_sq", "master"};
 const char *state_kind_name(StateKind k) { return k < ST_KINDS ? kind_names[k] : "?"; }
@@ -71,6 +72,7 @@ static void progress_json(JsonBuf *b, const TrainProgress *p) {
 void manifest_write(JsonBuf *b, uint64_t step, int world, const char *layout, const GPT *g,
                     const TrainProgress *p, const char *files) {
     const GPTConfig *c = &g->cfg;
+    size_t start = b->len;
     jb_printf(b, "{\"format\": \"" FORMAT "\", \"step\": %" PRIu64 ", \"world\": %d, \"layout\": ",
               step, world);
     jb_string(b, layout);
@@ -84,7 +86,12 @@ void manifest_write(JsonBuf *b, uint64_t step, int world, const char *layout, co
         jb_string(b, g->slices[i].name);
         jb_printf(b, ", \"shape\": [%d, %d]}", g->slices[i].grows, g->slices[i].gcols);
     }
-    jb_printf(b, "],\n \"files\": [%s]}\n", files);
+    jb_printf(b, "],\n \"files\": [%s]", files);
+    // Last, the checksum of every byte before it (manifest_parse checks it): the
+    // progress counters are trusted as they are, and a flipped digit in opt_t or
+    // data_step would otherwise resume a different run without a word.
+    uint32_t crc = crc32c(0, b->s + start, b->len - start);
+    jb_printf(b, CRC_FIELD "\"%08x\"}\n", crc);
 }
 
 // ---------------------------------------------------------------- reading
@@ -103,6 +110,42 @@ static int get_int(const Json *o, const char *key, const char *what, uint64_t ma
     if (json_get_u64(o, key, what, &v, err, errn)) return -1;
     if (v > max) return bad(err, errn, what, "\"%s\" is out of range", key);
     *out = (int64_t)v;
+    return 0;
+}
+
+// The checksum of the manifest's text before its last field, CRC_FIELD: 0 when
+// it matches; else -1 with the reason. (text holds exactly len bytes: no NUL.)
+static int check_crc(const char *text, size_t len, const char *what, char *err, size_t errn) {
+    static const char key[] = CRC_FIELD;
+    size_t k = sizeof key - 1, at = len;
+    for (size_t i = len >= k ? len - k + 1 : 0; i-- > 0;)  // the last occurrence
+        if (memcmp(text + i, key, k) == 0) {
+            at = i;
+            break;
+        }
+    // Then "xxxxxxxx" (8 hex digits), the closing brace, and white space to the end.
+    uint32_t want = 0;
+    size_t i = at + k;
+    int ok = at < len && len - i >= 11 && text[i] == '"' && text[i + 9] == '"';
+    for (int d = 1; ok && d <= 8; d++) {
+        char c = text[i + d];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        ok = v >= 0;
+        want = want << 4 | (uint32_t)(v & 15);
+    }
+    for (i += 10; ok && i < len && (text[i] == ' ' || text[i] == '\n'); i++) {}
+    ok = ok && i < len && text[i] == '}';
+    for (i++; ok && i < len; i++) ok = text[i] == ' ' || text[i] == '\n';
+    if (!ok)
+        return bad(err, errn, what, "%s", "no checksum (\"manifest_crc32c\", its last field): written "
+                   "by an older version, or edited");
+    uint32_t got = crc32c(0, text, at);
+    if (got != want) {
+        char d[96];
+        snprintf(d, sizeof d, "its text's checksum is %08x, not the %08x it records: damaged", got,
+                 want);
+        return bad(err, errn, what, "%s", d);
+    }
     return 0;
 }
 
@@ -299,6 +342,8 @@ int manifest_parse(const char *text, size_t len, const char *what, CkptManifest 
         m->shape[i][1] = (int64_t)shape->items[1].u64;
     }
     rc = parse_files(files, what, m, err, errn);
+    // The checksum last: a manifest edited by hand is named by what is wrong in it.
+    if (rc == 0) rc = check_crc(text, len, what, err, errn);
 out:
     json_free(j);
     if (rc) manifest_free(m);

@@ -230,6 +230,11 @@ static void test_refusals(TestState *ts, const Scene *s) {
          "tensor \"wte\": bad name or shape"},
         {"missing_layout", "\"layout\":", "\"layouts\":", "\"layout\" is missing"},
         {"duplicate_key", "\"world\": 2,", "\"world\": 2, \"world\": 3,", "duplicate key \"world\""},
+        // Valid in every field, but not what was written: the checksum (its last field).
+        {"opt_t_changed", "\"opt_t\": 118", "\"opt_t\": 119", "checksum is"},
+        {"data_step_changed", "\"data_step\": ", "\"data_step\": 1", "checksum is"},
+        {"checksum_renamed", "\"manifest_crc32c\"", "\"manifest_crc32d\"", "no checksum"},
+        {"checksum_of_9_digits", "\"manifest_crc32c\": \"", "\"manifest_crc32c\": \"0", "no checksum"},
     };
     for (int i = 0; i < COUNT(c); i++) expect_refused(ts, s, c[i].name, c[i].from, c[i].to, c[i].want);
     // Not an object; cut short after a comma.
