@@ -20,21 +20,19 @@ void ddp_init(DDP *d, Comm *c, Group *g, Algo algo) {
 }
 
 void ddp_free(DDP *d, GPT *g) {
-    if (d->staging) {
-        free(d->staging);
-        ledger_release(&g->ctx->ledger, MEM_COMM, g->n_params * sizeof(float));
-        d->staging = NULL;
-    }
+    (void)g;
+    free(d->staging);
+    d->staging = NULL;
 }
 
 // The host buffer the collectives work on: the gradients themselves on the CPU;
 // on a GPU without a GpuComm, a host copy (the host transports move host memory).
+// Not charged to the context's ledger, which counts the device's memory.
 static float *host_view(DDP *d, GPT *g, float *dev, int to_host) {
     Ctx *ctx = g->ctx;
     if (ctx->device == DEV_CPU) return dev;
     size_t bytes = g->n_params * sizeof(float);
     if (!d->staging) {
-        ledger_charge(&ctx->ledger, MEM_COMM, bytes);
         d->staging = malloc(bytes);
         CHECK(d->staging, "out of host memory for the %zu-byte DDP staging buffer", bytes);
     }

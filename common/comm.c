@@ -312,7 +312,9 @@ void comm_die_waiting(Comm *c, const CommRequest *r, const char *why) {
         DIE("timeout after %.1f s in %s. Usual causes: a rank waited for its send before posting "
             "its receive (post both, then wait for both: a message larger than the transport's%s "
             "buffer cannot finish until the peer receives it); the ranks called different "
-            "collectives, counts or peers; or a rank is stuck or dead", c->timeout_s, d, chan);
+            "collectives, counts or peers; a rank is stuck or dead; or the peer is still busy "
+            "(--timeout %.1f s is shorter than the work it does before it gets here)",
+            c->timeout_s, d, chan, c->timeout_s);
     }
     DIE("%s, in %s", why, d);
 }
