@@ -245,8 +245,12 @@ static void micro_begin(GPT *g, int micro, int accum, void *arg) {
     s->micro = micro;
     s->use_at = 0;
     // DDP and ZeRO-1 accumulate micro-batches in their full gradient buffer and
-    // communicate after the last; the sharded strategies must reduce every one.
-    s->armed = s->cfg.overlap && (micro == accum - 1 || sharded_grads(s));
+    // communicate after the last (the hook launches the buckets with overlap; without
+    // it, all at once after backward, as stage 02). The sharded strategies reduce
+    // every micro-batch's buckets as backward completes them, overlapped or not:
+    // without the progress thread the collectives run in launch order when waited
+    // for (grads_need retires the oldest), so a rank holds a few buckets, not all.
+    s->armed = sharded_grads(s) || (s->cfg.overlap && micro == accum - 1);
     for (int b = 0; b < B->n; b++) {
         B->pending[b] = B->groups[b];
         B->launched[b] = 0;
