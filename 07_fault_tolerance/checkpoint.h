@@ -123,6 +123,9 @@ typedef struct {
     int pinned;             // 0: host_alloc failed, buf is plain malloc
 } CkptStaging;
 void ckpt_staging_free(CkptStaging *s);
+// Makes the buffer as large as a snapshot of st needs, before training starts: the
+// allocation (pinning, or the pages' first touch) is then not part of a save's stall.
+void ckpt_staging_reserve(CkptStaging *s, const TrainState *st);
 
 typedef struct {
     const char *dir;        // the checkpoint directory (created if missing)

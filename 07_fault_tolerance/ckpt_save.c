@@ -64,23 +64,44 @@ void ckpt_staging_free(CkptStaging *s) {
     memset(s, 0, sizeof *s);
 }
 
-// Room for n floats: the reused staging buffer (grown if need be), or one of
-// this save's own.
+// Room for n floats in the reused staging buffer: grown if need be, and touched
+// here, so that its page faults (a fresh buffer's pages are mapped at their first
+// write) are paid now and not by the snapshot that training waits for.
+static void staging_grow(CkptStaging *cs, Ctx *ctx, size_t n) {
+    if (cs->cap >= n) return;
+    ckpt_staging_free(cs);
+    cs->ctx = ctx;
+    cs->buf = ctx->ops->host_alloc(ctx, n * sizeof(float));
+    cs->pinned = cs->buf != NULL;
+    if (!cs->buf) cs->buf = malloc(n * sizeof(float) + 1);
+    CHECK(cs->buf, "out of host memory for a checkpoint's snapshot (%zu MB)", n >> 18);
+    memset(cs->buf, 0, n * sizeof(float));
+    cs->cap = n;
+}
+
+// The floats of this rank's shares of every view: what one snapshot copies.
+static size_t snapshot_floats(const TrainState *st) {
+    size_t total = 0;
+    for (int v = 0; v < st->n_views; v++) {
+        size_t a, b;
+        share(&st->views[v], &a, &b);
+        total += b - a;
+    }
+    return total;
+}
+
+void ckpt_staging_reserve(CkptStaging *cs, const TrainState *st) {
+    if (st->n_views) staging_grow(cs, st->views[0].g->ctx, snapshot_floats(st));
+}
+
+// Room for n floats: the reused staging buffer, or one of this save's own.
 static float *stage_buffer(CkptSave *s, CkptStaging *cs, Ctx *ctx, size_t n) {
     if (!cs) {
         s->own_stage = malloc(n * sizeof(float) + 1);
         CHECK(s->own_stage, "out of host memory for a checkpoint's snapshot (%zu MB)", n >> 18);
         return s->own_stage;
     }
-    if (cs->cap < n) {
-        ckpt_staging_free(cs);
-        cs->ctx = ctx;
-        cs->buf = ctx->ops->host_alloc(ctx, n * sizeof(float));
-        cs->pinned = cs->buf != NULL;
-        if (!cs->buf) cs->buf = malloc(n * sizeof(float) + 1);
-        CHECK(cs->buf, "out of host memory for a checkpoint's snapshot (%zu MB)", n >> 18);
-        cs->cap = n;
-    }
+    staging_grow(cs, ctx, n);
     return cs->buf;
 }
 
@@ -117,12 +138,7 @@ static void add_local(CkptSave *s, const char *name, DType dt, int64_t rows, int
 // copy: a rectangle of whole rows is written to the file from where it lies),
 // then cut into rectangles.
 static void snapshot(CkptSave *s, const TrainState *st) {
-    size_t total = 0;
-    for (int v = 0; v < st->n_views; v++) {
-        size_t a, b;
-        share(&st->views[v], &a, &b);
-        total += b - a;
-    }
+    size_t total = snapshot_floats(st);
     s->stage = stage_buffer(s, s->cc.staging, st->views[0].g->ctx, total);
     s->staged = total;
     int cap = 0;

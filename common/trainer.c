@@ -293,6 +293,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     SpikeDetector spike = {.factor = a->spike_factor};
     if (spike.factor > 0) st.spike = &spike;  // its history goes into checkpoints
     int start = a->ckpt_dir ? ckpt_begin(a, &st, &cc, &scaler, &overflows, &dl) : 0;
+    if (a->ckpt_dir) ckpt_staging_reserve(&staging, &st);  // not in the first save's stall
     long spikes = 0, spike_steps = 0;  // this rank's spikes; the steps some rank's spike skipped
     cc.fault = &fault;
 
