@@ -107,6 +107,10 @@ const Group *comm_world(const Comm *c);
 // it pins ranks to cores (CPU MFU counts these, not the ranks).
 int comm_local_size(const Comm *c);
 int comm_local_cores(const Comm *c);
+// The built-in launcher's place for this rank, which picks its core and its GPU:
+// the rank, until an elastic restart (stage 07) gives up a rank and those after it
+// move down into the slots that are left (the failed rank's is not reused).
+int comm_slot(const Comm *c);
 
 // Groups. comm_group_new builds the group of world ranks `ranks[0..n)`; every
 // member must call it (with the same list). comm_mesh builds the three groups

@@ -50,6 +50,9 @@ typedef struct TransportOps {
 
 struct Comm {
     int rank, size;
+    int slot;              // the built-in launcher's place for this rank (its core, its GPU):
+                           // its rank, unless an elastic restart gave a rank up and the
+                           // ranks after it moved down (comm_slot)
     int local_size;        // ranks of this job on this machine
     int local_cores;       // the cores those ranks may run on, together
     LaunchMode launch;

@@ -258,8 +258,10 @@ static int local_rank(const Comm *c, char *from, size_t n) {
             snprintf(from, n, "%s=%ld", vars[i], x);
             return (int)x;
         }
-    snprintf(from, n, "rank %d", comm_rank(c));
-    return comm_rank(c);
+    int slot = comm_slot(c);  // the built-in launcher's: the rank, or its elastic slot
+    if (slot == comm_rank(c)) snprintf(from, n, "rank %d", slot);
+    else snprintf(from, n, "slot %d of rank %d", slot, comm_rank(c));
+    return slot;
 }
 
 int gpu_pick_device(const Comm *c) {

@@ -140,6 +140,7 @@ static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg
     Comm *c = calloc(1, sizeof *c);
     CHECK(c, "out of memory");
     c->rank = rank;
+    c->slot = rank;
     c->size = size;
     c->launch = mode;
     c->transport = cfg->transport;
@@ -206,6 +207,10 @@ Comm *comm_launch(const CommConfig *cfg) {
     // The parent is the supervisor: it forks the ranks, waits for them, and (stage
     // 07) starts them all again when one died, up to max_restarts times.
     int last_first = -1, dropped = 0;
+    // Rank r of an attempt runs in slot[r]: its core and its GPU. An elastic restart
+    // gives up the failed rank's slot (its node or GPU is the suspect), not the last.
+    int slot[COMM_MAX_RANKS], n0 = n;
+    for (int r = 0; r < n; r++) slot[r] = r;
     // Under an outer supervisor (07_fault_tolerance/supervise.sh) this launcher is itself
     // attempt k of a job: its ranks count their attempts from there, so a restarted
     // job resumes (and a fault meant for attempt 0 does not strike again).
@@ -234,8 +239,9 @@ Comm *comm_launch(const CommConfig *cfg) {
                 char k[16];
                 snprintf(k, sizeof k, "%d", base + attempt);
                 setenv("COURSE_RESTART", k, 1);
-                pin_to_core(r, n);
+                pin_to_core(slot[r], n0);
                 Comm *c = comm_new(r, n, n > 1 ? LAUNCH_FORK : LAUNCH_SINGLE, cfg);
+                c->slot = slot[r];
                 c->spin_s = spin_seconds(n, cpus);
                 c->local_cores = cpus;  // all the launcher had, not the one core this rank is pinned to
                 shm_transport_init(c, region, bytes, cfg->shm_stores);
@@ -258,13 +264,18 @@ Comm *comm_launch(const CommConfig *cfg) {
         // good (its node, its GPU): the job goes on without it, the checkpoint
         // resharded to the smaller world when it loads.
         if (cfg->elastic && first >= 0 && first == last_first && n > 1) {
+            int gone = slot[first];
+            for (int r = first; r < n - 1; r++) slot[r] = slot[r + 1];
             n--;
             dropped++;
-            char k[16];
+            char k[16], kept[256] = "";
             snprintf(k, sizeof k, "%d", dropped);
             setenv("COURSE_RANKS_DROPPED", k, 1);
+            for (int r = 0, at = 0; r < n && at < (int)sizeof kept - 16; r++)
+                at += snprintf(kept + at, sizeof kept - at, "%s%d", r ? ", " : "", slot[r]);
             fprintf(stderr, "supervisor: rank %d failed first in two attempts in a row: going on "
-                    "without it (--elastic), on %d rank%s\n", first, n, n == 1 ? "" : "s");
+                    "without it (--elastic), on %d rank%s in slots %s (slot %d, its core and GPU, "
+                    "left out)\n", first, n, n == 1 ? "" : "s", kept, gone);
             first = -1;
         }
         last_first = first;

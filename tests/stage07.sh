@@ -300,13 +300,14 @@ run ft-reshard-pp2-to-1 s7_reshard pp2_to_1 "pp_train --np 2 --pp 2 --batch 2 --
 run ft-reshard-1-to-dp2pp2 s7_reshard 1_to_dp2_pp2_zero1 "train --batch 4" "pp_train --np 4 --pp 2 --zero1 --batch 1 --grad-accum 2"
 
 # The shards are plain safetensors: an independent reader (tests/torch_gpt.py's,
-# not the C one) opens each, and every tensor is F32 and named kind/tensor@r0,c0
-# (tests/ckpt_shards.py).
+# not the C one) opens each, and every piece is F32 and named kind/tensor@r0,c0,
+# beside each rank's own local/loss_history (F64: --spike-factor) (tests/ckpt_shards.py).
 s7_readable() {
     local d="$S7_DIR/readable"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
-    "$BUILD/tp_train" --np 2 --tp 2 --batch 4 $S7_TRAIN --steps 2 --ckpt-dir "$d/ck" >"$d/run.log" 2>&1
+    "$BUILD/tp_train" --np 2 --tp 2 --batch 4 $S7_TRAIN --steps 2 --spike-factor 4 --ckpt-dir "$d/ck" \
+        >"$d/run.log" 2>&1
     "$PY" tests/ckpt_shards.py "$d/ck/step-00000002"
 }
 run ft-readable s7_readable
@@ -322,7 +323,8 @@ s7_safetensors_package() {
     fi
     if [ ! -f "$d/manifest.json" ]; then
         # shellcheck disable=SC2086
-        "$BUILD/tp_train" --np 2 --tp 2 --batch 4 $S7_TRAIN --steps 2 --ckpt-dir "${d%/*}" >"$S7_DIR/pkg.log" 2>&1
+        "$BUILD/tp_train" --np 2 --tp 2 --batch 4 $S7_TRAIN --steps 2 --spike-factor 4 \
+            --ckpt-dir "${d%/*}" >"$S7_DIR/pkg.log" 2>&1
     fi
     "$PY" tests/ckpt_shards.py --package "$d"
 }
@@ -505,7 +507,7 @@ s7_elastic() {
     # shellcheck disable=SC2086
     "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/ref" --resume \
         --save-params "$d/ref.safetensors" >"$d/ref2.log" 2>&1
-    if [ "$rc" -eq 0 ] && grep -q 'going on without it (--elastic), on 2 ranks' "$d/run.log" &&
+    if [ "$rc" -eq 0 ] && grep -q 'going on without it (--elastic), on 2 ranks in slots 0, 1 (slot 2' "$d/run.log" &&
        cmp -s "$d/out.safetensors" "$d/ref.safetensors"; then
         echo "PASS s7.elastic  rank 2 failed twice, given up; 2 ranks resumed from $(grep -h 'resumed from' "$d/run.log" | tail -n 1 | grep -o 'step-[0-9]*'), final weights bitwise those of 3 ranks to step 4 then 2"
     else
@@ -514,5 +516,24 @@ s7_elastic() {
     fi
 }
 run ft-elastic s7_elastic
+
+# The rank given up keeps its slot (its core, its GPU: the suspects) out of the
+# restarted job: with rank 1 of 3 dead for good, ranks 0 and 1 go on in slots 0 and
+# 2, not 0 and 1 (comm_slot: the slot picks the rank's core and its GPU).
+s7_elastic_slot() {
+    local d="$S7_DIR/elastic_slot"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/ddp_train" --np 3 --batch 2 $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 2 --max-restarts 3 \
+        --elastic --inject kill,step=5,rank=1,permanent >"$d/run.log" 2>&1
+    local rc=$?
+    if [ "$rc" -eq 0 ] && grep -q 'on 2 ranks in slots 0, 2 (slot 1, its core and GPU, left out)' "$d/run.log"; then
+        echo "PASS s7.elastic.slot_left_out  $(grep -h -o 'rank 1 failed first.*left out)' "$d/run.log")"
+    else
+        echo "FAIL s7.elastic.slot_left_out  exit $rc: $(grep -h 'supervisor' "$d/run.log" | tr '\n' ' ' | cut -c1-300)"
+        return 1
+    fi
+}
+run ft-elastic-slot s7_elastic_slot
 run ft-refuse-elastic-tp s7_refuse elastic_tp "--elastic: a tensor-parallel layout cannot lose one rank" tp_train --np 2 --tp 2 --elastic --max-restarts 1 --ckpt-dir "$S7_DIR/etp"
 run ft-refuse-elastic-alone s7_refuse elastic_needs_restarts "--elastic needs --max-restarts" ddp_train --np 2 --elastic

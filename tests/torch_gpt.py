@@ -129,7 +129,7 @@ def train_step(model, opt, tokens, targets, grad_clip):
 # ----------------------------------------------------------------------------
 # safetensors: 8-byte little-endian u64 N | N bytes of JSON header | raw data.
 
-DTYPES = {"F32": np.dtype("<f4"), "I32": np.dtype("<i4")}
+DTYPES = {"F32": np.dtype("<f4"), "I32": np.dtype("<i4"), "F64": np.dtype("<f8")}
 
 
 def load_safetensors(path):
