@@ -23,8 +23,7 @@ typedef struct Ctx {
     Ledger ledger;
     const Ops *ops;         // the compute backend for `device`
     void *backend;          // backend private state (cuBLAS handle, stream, ...)
-    // What the backend's GEMMs read (the linear layers' ops->matmul_forward/backward,
-    // and the attention's where its operands are rounded: ops.h):
+    // What the linear layers' GEMMs (ops->matmul_forward/backward) read:
     // DT_F32 (the default; ctx_init sets it), or DT_BF16 when every input they are
     // given is known to hold a bf16-representable value, so that converting it to
     // bf16 loses nothing (stage 06's bf16 recipes set it: gpt_set_precision). The
@@ -33,6 +32,11 @@ typedef struct Ctx {
     // every model on a context shares it (the chunks of a pipeline stage take the
     // same recipe).
     DType gemm_dtype;
+    // The type a precision recipe rounds activations and their gradients to (DT_F32:
+    // none; gpt_set_precision sets it). The ops that make such a tensor and use it in
+    // the same call round it themselves: the attention's probabilities and their
+    // gradient (ops.h, attention_forward).
+    DType act_dtype;
 } Ctx;
 
 // Sets up the context for a device: picks the backend, creates its handles.

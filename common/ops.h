@@ -87,9 +87,13 @@ struct Ops {
     // Causal self-attention. qkv(B,T,3C) holds q | k | v, head h at columns
     // h*hs..(h+1)*hs of each. att(B,NH,T,T) receives the softmax probabilities
     // (row t is zero past column t); out(B,T,C) = att @ v, heads side by side.
-    // With ctx->gemm_dtype == DT_BF16 the caller promises that qkv, and in the
-    // backward dout and att, hold bf16 values: the CUDA backend then runs q k^T,
-    // att^T dout and dout v^T on the bf16 tensor cores (ops_cuda_layers.cu).
+    // With ctx->act_dtype (ctx.h) bf16 or fp16, the caller promises that qkv, and
+    // in the backward dout and att, hold values of that type, and the op rounds the
+    // two it makes itself to it before its GEMMs read them: the probabilities att
+    // (before att @ v) and their gradient (before the GEMMs of dq and dk), as a
+    // low-precision softmax and its backward write them (FlashAttention does the
+    // same). So every operand of the six GEMMs is a value of that type: in bf16 the
+    // CUDA backend runs all six on the tensor cores (ops_cuda_layers.cu).
     void (*attention_forward)(Ctx *, float *out, float *att, const float *qkv,
                               int B, int T, int C, int NH);
     // dqkv += d(out)/d(qkv) given dout. scratch: B*NH*T*T floats of workspace.

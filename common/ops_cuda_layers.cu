@@ -359,13 +359,12 @@ void cuda_layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db,
 // are hs floats apart, so the NH heads of one batch element are one strided-
 // batched GEMM; we loop over b. att(b,h) is a (T,T) block, blocks T*T apart.
 //
-// With ctx->gemm_dtype == DT_BF16 (the bf16 recipes) the GEMMs whose operands the
-// model has rounded to bf16 read them as bf16 on the tensor cores, as the linear
-// layers do: q k^T (qkv is rounded where c_attn writes it), and in the backward
-// att^T dy and dy v^T (att and dout are rounded where they are written). The same
-// exact products, summed in fp32 in another order. att @ v (att is rounded only
-// after it, for storage) and the two GEMMs of ds (softmax_backward's fp32 output)
-// stay fp32: their bf16 versions would round an operand the CPU does not round.
+// A low-precision recipe (ctx->act_dtype bf16 or fp16; ops.h) rounds the two
+// tensors the op makes and uses itself, the probabilities before att @ v and their
+// gradient ds before the GEMMs of dq and dk, as the CPU does. In bf16 every operand
+// of the six GEMMs is then a bf16 value, and all six read bf16 copies on the tensor
+// cores (fp32 accumulation and output): the CPU's exact products, summed in fp32 in
+// another order. The copies go into the backend's GEMM scratch, one stream.
 
 // The strided-batched GEMM of cublasSgemmStridedBatched's arguments, A and B bf16.
 static void gemm_bf16_batched(Ctx *ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -376,6 +375,42 @@ static void gemm_bf16_batched(Ctx *ctx, cublasOperation_t ta, cublasOperation_t 
                                             CUDA_R_16BF, lda, sa, B, CUDA_R_16BF, ldb, sb, &beta,
                                             C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT));
+}
+
+// One attention GEMM for every batch element: C_b = alpha op(A_b) op(B_b) + beta C_b,
+// A_b and B_b at a + b*sa_b and bb + b*sb_b (batch b's element offsets), the NH heads
+// of each one strided batch. From the fp32 operands (a32, b32) or their bf16 copies
+// (a16, b16, when not NULL): the same call otherwise.
+typedef struct { const float *f; const __nv_bfloat16 *h; long long per_b; int ld; long long per_head; } AttOperand;
+static void att_gemm(Ctx *ctx, int B, int NH, cublasOperation_t ta, cublasOperation_t tb, int m,
+                     int n, int k, float alpha, AttOperand A, AttOperand Bo, float beta, float *C,
+                     long long c_per_b, int ldc, long long c_per_head) {
+    for (int b = 0; b < B; b++) {
+        float *c = C + b * c_per_b;
+        if (A.h && Bo.h)
+            gemm_bf16_batched(ctx, ta, tb, m, n, k, alpha, A.h + b * A.per_b, A.ld, A.per_head,
+                              Bo.h + b * Bo.per_b, Bo.ld, Bo.per_head, beta, c, ldc, c_per_head, NH);
+        else
+            CUBLAS_CHECK(cublasSgemmStridedBatched(backend(ctx)->cublas, ta, tb, m, n, k, &alpha,
+                                                   A.f + b * A.per_b, A.ld, A.per_head,
+                                                   Bo.f + b * Bo.per_b, Bo.ld, Bo.per_head, &beta,
+                                                   c, ldc, c_per_head, NH));
+    }
+}
+
+// The attention's tensors as GEMM operands. q, k, v: batch b at b*T*3C, head h at
+// column h*hs, row stride 3C. att, ds: (T,T) blocks, batch b at b*NH*T*T. out, dy:
+// batch b at b*T*C, head h at column h*hs, row stride C.
+static AttOperand qkv_part(const float *qkv, const __nv_bfloat16 *qkvb, int part, int T, int C,
+                           int hs) {
+    return (AttOperand){qkv + part * C, qkvb ? qkvb + part * C : NULL, (long long)T * 3 * C,
+                        3 * C, hs};
+}
+static AttOperand square(const float *x, const __nv_bfloat16 *xb, int T, int NH) {
+    return (AttOperand){x, xb, (long long)NH * T * T, T, (long long)T * T};
+}
+static AttOperand rows_of(const float *x, const __nv_bfloat16 *xb, int T, int C, int hs) {
+    return (AttOperand){x, xb, (long long)T * C, C, hs};
 }
 
 // One warp per row of scores, in place: row t keeps columns 0..t (causal).
@@ -395,37 +430,27 @@ __global__ void causal_softmax_kernel(float *att, int rows, int T) {
     for (int j = LANE; j < T; j += 32) a[j] = j <= t ? a[j] * inv : 0.0f;
 }
 
+static int att_rounds(const Ctx *ctx) { return ctx->act_dtype != DT_F32; }
+static int att_reads_bf16(const Ctx *ctx) { return ctx->act_dtype == DT_BF16; }
+
 void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, int B,
                                    int T, int C, int NH) {
-    cublasHandle_t h = backend(ctx)->cublas;
-    int hs = C / NH, C3 = 3 * C;
-    long long TT = (long long)T * T;
-    const float scale = 1.0f / sqrtf((float)hs), one = 1.0f, zero = 0.0f;
-    const __nv_bfloat16 *qkvb = NULL;  // qkv in bf16 (the bf16 recipes)
-    if (gemm_reads_bf16(ctx)) {
-        size_t n = (size_t)B * T * C3;
-        qkvb = to_bf16(ctx, (__nv_bfloat16 *)cuda_gemm_scratch(ctx, n * sizeof(__nv_bfloat16)),
-                       qkv, n);
-    }
-    for (int b = 0; b < B; b++) {  // att(T,T) = q k^T / sqrt(hs): the full square
-        size_t o = (size_t)b * T * C3;
-        if (qkvb)
-            gemm_bf16_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, qkvb + o + C, C3, hs,
-                              qkvb + o, C3, hs, 0.0f, att + b * NH * TT, T, TT, NH);
-        else
-            CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &scale,
-                                                   qkv + o + C, C3, hs, qkv + o, C3, hs, &zero,
-                                                   att + b * NH * TT, T, TT, NH));
-    }
-    size_t rows = (size_t)B * NH * T;
+    int hs = C / NH;
+    size_t nq = (size_t)B * T * 3 * C, na = (size_t)B * NH * T * T, rows = (size_t)B * NH * T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    __nv_bfloat16 *s = att_reads_bf16(ctx) ? (__nv_bfloat16 *)cuda_gemm_scratch(
+                           ctx, (bf16_slot(nq) + bf16_slot(na)) * sizeof(__nv_bfloat16)) : NULL;
+    const __nv_bfloat16 *qkvb = s ? to_bf16(ctx, s, qkv, nq) : NULL;
+    // att(T,T) = q k^T / sqrt(hs): the full square
+    att_gemm(ctx, B, NH, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, qkv_part(qkv, qkvb, 1, T, C, hs),
+             qkv_part(qkv, qkvb, 0, T, C, hs), 0.0f, att, (long long)NH * T * T, T, (long long)T * T);
     if (rows) causal_softmax_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(att, (int)rows, T);
     CUDA_CHECK_LAUNCH();
-    for (int b = 0; b < B; b++) {  // out(T,hs) = att(T,T) @ v(T,hs), head h at columns h*hs
-        const float *v = qkv + (size_t)b * T * C3 + 2 * C;
-        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one, v, C3,
-                                               hs, att + b * NH * TT, T, TT, &zero,
-                                               out + (size_t)b * T * C, C, hs, NH));
-    }
+    if (att_rounds(ctx)) cuda_round_to(ctx, att, na, ctx->act_dtype);
+    const __nv_bfloat16 *attb = s ? to_bf16(ctx, s + bf16_slot(nq), att, na) : NULL;
+    // out(T,hs) = att(T,T) @ v(T,hs), head h at columns h*hs
+    att_gemm(ctx, B, NH, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, qkv_part(qkv, qkvb, 2, T, C, hs),
+             square(att, attb, T, NH), 0.0f, out, (long long)T * C, C, hs);
 }
 
 // Softmax backward, one warp per row, in place on datt:
@@ -445,53 +470,35 @@ __global__ void softmax_backward_kernel(float *ds, const float *att, int rows, i
 void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout,
                                     const float *qkv, const float *att, int B, int T, int C,
                                     int NH) {
-    cublasHandle_t h = backend(ctx)->cublas;
-    int hs = C / NH, C3 = 3 * C;
-    long long TT = (long long)T * T;
-    const float scale = 1.0f / sqrtf((float)hs), one = 1.0f, zero = 0.0f;
-    if (gemm_reads_bf16(ctx)) {  // the same two GEMMs as below, on bf16 copies
-        size_t nq = (size_t)B * T * C3, ny = (size_t)B * T * C, na = (size_t)B * NH * TT;
-        __nv_bfloat16 *s = (__nv_bfloat16 *)cuda_gemm_scratch(
-            ctx, (bf16_slot(nq) + bf16_slot(ny) + bf16_slot(na)) * sizeof(__nv_bfloat16));
-        const __nv_bfloat16 *qkvb = to_bf16(ctx, s, qkv, nq);
-        const __nv_bfloat16 *dyb = to_bf16(ctx, s + bf16_slot(nq), dout, ny);
-        const __nv_bfloat16 *attb = to_bf16(ctx, s + bf16_slot(nq) + bf16_slot(ny), att, na);
-        for (int b = 0; b < B; b++) {
-            size_t o = (size_t)b * T * C3, oy = (size_t)b * T * C;
-            gemm_bf16_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dyb + oy, C, hs,
-                              attb + b * NH * TT, T, TT, 1.0f, dqkv + o + 2 * C, C3, hs, NH);
-            gemm_bf16_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, qkvb + o + 2 * C, C3,
-                              hs, dyb + oy, C, hs, 0.0f, ds + b * NH * TT, T, TT, NH);
-        }
-    } else {
-        for (int b = 0; b < B; b++) {
-            size_t o = (size_t)b * T * C3;  // batch b in qkv and dqkv
-            const float *dy = dout + (size_t)b * T * C;
-            // dv(T,hs) += att^T(T,T) @ dy(T,hs)
-            CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &one, dy,
-                                                   C, hs, att + b * NH * TT, T, TT, &one,
-                                                   dqkv + o + 2 * C, C3, hs, NH));
-            // datt(T,T) = dy(T,hs) @ v^T, into ds
-            CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one,
-                                                   qkv + o + 2 * C, C3, hs, dy, C, hs, &zero,
-                                                   ds + b * NH * TT, T, TT, NH));
-        }
-    }
+    int hs = C / NH;
+    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     size_t rows = (size_t)B * NH * T;
+    long long TT = (long long)T * T, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    __nv_bfloat16 *s = att_reads_bf16(ctx) ? (__nv_bfloat16 *)cuda_gemm_scratch(
+        ctx, (bf16_slot(nq) + bf16_slot(ny) + bf16_slot(na)) * sizeof(__nv_bfloat16)) : NULL;
+    const __nv_bfloat16 *qkvb = s ? to_bf16(ctx, s, qkv, nq) : NULL;
+    const __nv_bfloat16 *dyb = s ? to_bf16(ctx, s + bf16_slot(nq), dout, ny) : NULL;
+    __nv_bfloat16 *sq = s ? s + bf16_slot(nq) + bf16_slot(ny) : NULL;  // att's copy, then ds's
+    const __nv_bfloat16 *attb = s ? to_bf16(ctx, sq, att, na) : NULL;
+    // dv(T,hs) += att^T(T,T) @ dy(T,hs)
+    att_gemm(ctx, B, NH, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, rows_of(dout, dyb, T, C, hs),
+             square(att, attb, T, NH), 1.0f, dqkv + 2 * C, (long long)T * C3, (int)C3, hs);
+    // datt(T,T) = dy(T,hs) @ v^T, into ds
+    att_gemm(ctx, B, NH, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, qkv_part(qkv, qkvb, 2, T, C, hs),
+             rows_of(dout, dyb, T, C, hs), 0.0f, ds, (long long)NH * TT, T, TT);
     if (rows)
         softmax_backward_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(ds, att, (int)rows, T);
     CUDA_CHECK_LAUNCH();
-    for (int b = 0; b < B; b++) {
-        size_t o = (size_t)b * T * C3;
-        // dq(T,hs) += ds(T,T) @ k(T,hs) / sqrt(hs)
-        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &scale,
-                                               qkv + o + C, C3, hs, ds + b * NH * TT, T, TT, &one,
-                                               dqkv + o, C3, hs, NH));
-        // dk(T,hs) += ds^T(T,T) @ q(T,hs) / sqrt(hs)
-        CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &scale,
-                                               qkv + o, C3, hs, ds + b * NH * TT, T, TT, &one,
-                                               dqkv + o + C, C3, hs, NH));
-    }
+    if (att_rounds(ctx)) cuda_round_to(ctx, ds, na, ctx->act_dtype);
+    // (the dv GEMM above has read att's copy: the stream runs in order)
+    const __nv_bfloat16 *dsb = s ? to_bf16(ctx, sq, ds, na) : NULL;
+    // dq(T,hs) += ds(T,T) @ k(T,hs) / sqrt(hs)
+    att_gemm(ctx, B, NH, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, scale, qkv_part(qkv, qkvb, 1, T, C, hs),
+             square(ds, dsb, T, NH), 1.0f, dqkv, (long long)T * C3, (int)C3, hs);
+    // dk(T,hs) += ds^T(T,T) @ q(T,hs) / sqrt(hs)
+    att_gemm(ctx, B, NH, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, scale, qkv_part(qkv, qkvb, 0, T, C, hs),
+             square(ds, dsb, T, NH), 1.0f, dqkv + C, (long long)T * C3, (int)C3, hs);
 }
 
 // ---------------------------------------------------------------- cross-entropy

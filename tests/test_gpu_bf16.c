@@ -153,65 +153,70 @@ void test_matmul_bf16(Env *e, const Dims *d) {
 
 // ---------------------------------------------------------------- attention in bf16
 //
-// The attention's GEMMs whose operands the model rounds to bf16 (q k^T; att^T dout
-// and dout v^T in the backward; ops.h) on the tensor cores. The forward's att @ v
-// and the backward's two GEMMs of ds stay fp32, so the outputs are held to the fp32
-// test's tolerances (test_attention), which cover tol_bf16 at these widths; att is
-// rounded to bf16 between forward and backward on both sides, as the model does.
-// (rel_err's norm is the whole dqkv's, which starts non-zero: test_gpu_ops.c.)
+// ctx->act_dtype = DT_BF16 (ops.h): the attention rounds its probabilities and their
+// gradient to bf16 before its GEMMs read them, and the CUDA backend runs all six on
+// the tensor cores. Both sides round the same way, but from scores that differ by the
+// order of fp32 sums (~1e-7): an element that close to a rounding boundary takes the
+// other bf16 neighbour on one side, 2^-8 of it away. A few in 10^5 elements do, so the
+// probabilities, and what the GEMMs make of them, are held to TOL_FLIP, 1e-3
+// norm-wise: it passes as long as under ~1.5 % of the elements flip (the expected
+// share is ~3e-5), and anything computed wrong (a transpose, a stride, a head) errs
+// by O(1). (rel_err's norm is the whole dqkv's, which starts non-zero: test_gpu_ops.c.)
+#define TOL_FLIP 1e-3
+static void act_dtype_both(Env *e, DType t) { e->cpu.act_dtype = t, e->gpu.act_dtype = t; }
+
 void test_attention_bf16(Env *e, const Dims *d) {
     int B = d->B, T = d->T, C = d->C, NH = d->NH;
     size_t BTC = (size_t)B * T * C, att_n = (size_t)B * NH * T * T;
     char what[96];
     Buf qkv = buf_bf16(e, 3 * BTC, 1.0f), dout = buf_bf16(e, BTC, 1.0f);
     Buf out = buf_zero(e, BTC * sizeof(float)), att = buf_zero(e, att_n * sizeof(float));
-    Buf dqkv = buf_normal(e, 3 * BTC, 0.0f, 1.0f), dqkv32 = buf_like(e, &dqkv);
-    Buf scratch = buf_zero(e, att_n * sizeof(float));
-    gemm_dtype_both(e, DT_BF16);
+    Buf dqkv = buf_normal(e, 3 * BTC, 0.0f, 1.0f), scratch = buf_zero(e, att_n * sizeof(float));
+    act_dtype_both(e, DT_BF16);
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
         x->ops->attention_forward(x, on(&out, dev), on(&att, dev), on(&qkv, dev), B, T, C, NH);
     }
-    check_buf(e, "attention_bf16_forward.out", &out, TOL_FWD);
-    check_buf(e, "attention_bf16_forward.att", &att, TOL_FWD);
+    check_buf(e, "attention_bf16_forward.out", &out, TOL_FLIP);
+    check_buf(e, "attention_bf16_forward.att", &att, TOL_FLIP);
     // The bf16 GEMMs give the same bits run again (selective recompute relies on it).
     void *first = read_back(&e->gpu, att.g, att.bytes);
     RERUN_GPU_SAME_BITS(e, "attention_bf16_forward.att deterministic", att, first,
                         e->gpu.ops->attention_forward(&e->gpu, out.g, att.g, qkv.g, B, T, C, NH));
     free(first);
-    // Rounded after the comparison: a 1e-7 difference can tip an element to the
-    // other bf16 neighbour, 2^-8 away, which the backward's tolerance absorbs.
-    for (int dev = 0; dev < 2; dev++) ctx_of(e, dev)->ops->round_to(ctx_of(e, dev), on(&att, dev),
-                                                                     att_n, DT_BF16);
+    // The op left att as bf16 values (what the backward's promise needs).
+    float *ga = read_back(&e->gpu, att.g, att.bytes);
+    size_t not_bf16 = 0;
+    for (size_t i = 0; i < att_n; i++) not_bf16 += ga[i] != bf16_to_f32(f32_to_bf16(ga[i]));
+    free(ga);
+    snprintf(what, sizeof what, "attention_bf16_forward.att_is_bf16[%s]", e->size);
+    test_report(&e->ts, not_bf16 == 0, what, "%zu of %zu probabilities are not bf16 values",
+                not_bf16, att_n);
     for (int dev = 0; dev < 2; dev++) {  // each side's own att, as in the model
         Ctx *x = ctx_of(e, dev);
         x->ops->attention_backward(x, on(&dqkv, dev), on(&scratch, dev), on(&dout, dev),
                                    on(&qkv, dev), on(&att, dev), B, T, C, NH);
     }
-    check_buf(e, "attention_bf16_backward.dqkv", &dqkv, TOL_GRAD);
-    // The GPU's fp32 GEMMs on the GPU's att: the same sums, in cuBLAS's fp32 order.
-    e->gpu.gemm_dtype = DT_F32;
-    e->gpu.ops->attention_backward(&e->gpu, dqkv32.g, scratch.g, dout.g, qkv.g, att.g, B, T, C,
-                                   NH);
-    snprintf(what, sizeof what, "attention_bf16_backward.dqkv vs fp32 cublas");
-    check_gpu_pair(e, what, &dqkv, &dqkv32, TOL_GRAD);
+    check_buf(e, "attention_bf16_backward.dqkv", &dqkv, TOL_FLIP);
     // Inputs that are not bf16 on purpose: the bf16 path rounds them (~2^-9 an
-    // element); the CPU's fp32 sums do not. First qkv in the forward (its scores)...
+    // element); the CPU's fp32 sums do not. First qkv in the forward: its scores move
+    // ~1e-3, its probabilities as much, far above the flips' ~3e-5...
     Buf qx = buf_normal(e, 3 * BTC, 0.0f, 1.0f), attx = buf_like(e, &att);
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
         x->ops->attention_forward(x, on(&out, dev), on(&attx, dev), on(&qx, dev), B, T, C, NH);
     }
-    float *ca = read_back(&e->cpu, attx.c, attx.bytes), *ga = read_back(&e->gpu, attx.g, attx.bytes);
+    float *ca = read_back(&e->cpu, attx.c, attx.bytes);
+    ga = read_back(&e->gpu, attx.g, attx.bytes);
     double erra = rel_error(ga, ca, attx.bytes / sizeof(float));
     snprintf(what, sizeof what, "attention_bf16_forward.reads_bf16[%s]", e->size);
-    test_report(&e->ts, erra > 1e-5, what, "rel_err %.3e of att on an fp32 qkv (want > 1e-5: "
-                "rounding q and k to bf16 moves the scores ~1e-3; fp32 sums ~1e-7)", erra);
+    test_report(&e->ts, erra > 2e-4, what, "rel_err %.3e of att on an fp32 qkv (want > 2e-4: "
+                "rounding q and k to bf16 moves the scores ~1e-3; the flips ~3e-5)", erra);
     free(ca), free(ga);
     buf_free(e, &qx), buf_free(e, &attx);
-    // ...then dout in the backward.
-    Buf dx = buf_normal(e, BTC, 0.0f, 1.0f), d1 = buf_like(e, &dqkv32);
-    gemm_dtype_both(e, DT_BF16);
+    // ...then dout in the backward: dv moves ~2e-4 to 7e-4 of a dqkv that starts at
+    // N(0,1); the flips of ds, sparse, ~1e-6 of it.
+    Buf dx = buf_normal(e, BTC, 0.0f, 1.0f), d1 = buf_normal(e, 3 * BTC, 0.0f, 1.0f);
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
         x->ops->attention_backward(x, on(&d1, dev), on(&scratch, dev), on(&dx, dev),
@@ -220,10 +225,10 @@ void test_attention_bf16(Env *e, const Dims *d) {
     float *cc = read_back(&e->cpu, d1.c, d1.bytes), *gg = read_back(&e->gpu, d1.g, d1.bytes);
     double err = rel_error(gg, cc, d1.bytes / sizeof(float));
     snprintf(what, sizeof what, "attention_bf16_backward.reads_bf16[%s]", e->size);
-    test_report(&e->ts, err > 1e-5, what, "rel_err %.3e on an fp32 dout (want > 1e-5: rounding "
-                "it to bf16 errs ~2e-4 to 7e-4 of a dqkv that starts at N(0,1); fp32 sums ~1e-7)", err);
+    test_report(&e->ts, err > 3e-5, what, "rel_err %.3e on an fp32 dout (want > 3e-5: rounding "
+                "it to bf16 errs ~2e-4 to 7e-4; the flips of ds ~1e-6)", err);
     free(cc), free(gg);
-    gemm_dtype_both(e, DT_F32);
-    Buf *all[] = {&qkv, &dout, &out, &att, &dqkv, &dqkv32, &scratch, &dx, &d1};
+    act_dtype_both(e, DT_F32);
+    Buf *all[] = {&qkv, &dout, &out, &att, &dqkv, &scratch, &dx, &d1};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
 }
