@@ -62,7 +62,7 @@ typedef struct CudaBackend {
     size_t gemm_scratch_bytes;
     // The fp8 GEMMs (ops_cuda_fp8.cu): cuBLASLt's handle, its workspace (allocated at
     // the first fp8 GEMM, MEM_WORKSPACE), and whether to use them at all
-    // (COURSE_FP8_GEMM=cublaslt; read when the backend starts).
+    // (unless COURSE_FP8_GEMM=fp32; read when the backend starts).
     cublasLtHandle_t lt;
     void *lt_workspace;
     size_t lt_workspace_bytes;

@@ -18,10 +18,10 @@
 // E5M2 for dy: E5M2 x E5M2 is the one pairing fp8 GEMMs refuse, and no GEMM here
 // has it.
 //
-// Used when COURSE_FP8_GEMM=cublaslt and every dimension is a multiple of 16
-// (cuBLASLt's rule for fp8 operands); otherwise the fp32 GEMM on the v's
-// (ops_cuda_layers.cu's matmul), which is the default until a GPU has checked this
-// path against it (scripts/gpu_check.sh, test_gpu's matmul_fp8 checks).
+// Used where every dimension is a multiple of 16 (cuBLASLt's rule for fp8 operands),
+// unless COURSE_FP8_GEMM=fp32; otherwise the fp32 GEMM on the v's (ops_cuda_layers.cu's
+// matmul). Checked against it on an H200 (results/gpu/2026-11-26-h200: test_gpu's
+// matmul_fp8 checks, scripts/gpu_check.sh item 10).
 #include <math.h>
 #include <stdint.h>
 

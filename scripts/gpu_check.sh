@@ -5,8 +5,8 @@
 #   bash scripts/gpu_check.sh 10 4         some items only, in that order (the build runs first)
 #   OUT=runs/gpu-h100 bash scripts/gpu_check.sh
 #
-# Nothing CUDA has run on a GPU before this script: each item checks a claim
-# that the CPU machines cannot. A failing item never stops the others; each
+# Each item checks a claim that the CPU machines cannot (the runs so far, with
+# their logs: results/gpu/). A failing item never stops the others; each
 # has its own time limit, and all of them share the budget, so one call fits a
 # 10-minute limit. Logs go to $OUT/<item>.log (default runs/gpu); the table,
 # item | PASS/FAIL/SKIP/TIMEOUT | key figure, comes last and is also
@@ -464,8 +464,8 @@ done
     echo "  - Rank -> GPU under srun/mpirun/torchrun: LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, then"
     echo "    SLURM_LOCALID (common/cuda_probe.c); checked with faked GPUs on the CPU"
     echo "    (tests/test_gpu_probe.sh), not on a multi-GPU node."
-    echo "  - Stage 05's pipeline messages go over CUDA IPC only (item 9: ranks sharing one GPU);"
-    echo "    point to point over NCCL, for a pipeline across machines, is not written (refused)."
+    echo "  - Stage 05's pipeline messages over NCCL (ncclSend/ncclRecv, common/comm_cuda_p2p_nccl.cu)"
+    echo "    are written but unproven: with one GPU the ranks use CUDA IPC (item 9)."
     echo "  - Exclusive-process compute mode: refused or skipped by the probe, checked with a faked mode"
     echo "    only; this script never changes the GPU's mode. This GPU: $(grep -m1 'Compute Mode' "$OUT/nvidia-smi-q.txt" 2>/dev/null | sed 's/.*: //' | grep . || echo unknown)."
     echo

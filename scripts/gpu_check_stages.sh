@@ -190,8 +190,8 @@ item_10() {
         conv=$(echo "$sum" | awk '/to_bf16_kernel/ {s += $1} END {printf "%.1f%%", s}')
         nsres="nsys exit $rc: top kernel ${top:-?}; bf16 copies $conv of GPU time; $dir/nsys_*.nsys-rep"
     fi
-    # (d) fp8 through cuBLASLt (COURSE_FP8_GEMM=cublaslt: the GEMMs on the fp8 tensor
-    # cores; ops_cuda_fp8.cu) against the default, the fp32 GEMM on the same fp8 values.
+    # (d) fp8 through cuBLASLt (the default: the GEMMs on the fp8 tensor cores;
+    # ops_cuda_fp8.cu) against COURSE_FP8_GEMM=fp32, the fp32 GEMM on the same fp8 values.
     # Op by op the two agree within 2^-10 (test_gpu_fp8.c; ~1e-4 measured: Hopper's fp8
     # tensor cores add with fewer bits than fp32 even with FAST_ACCUM off). In training
     # each such difference can move an activation across an e4m3 rounding boundary (a
