@@ -381,7 +381,13 @@ static void gemm_bf16_batched(Ctx *ctx, cublasOperation_t ta, cublasOperation_t 
 // A_b and B_b at a + b*sa_b and bb + b*sb_b (batch b's element offsets), the NH heads
 // of each one strided batch. From the fp32 operands (a32, b32) or their bf16 copies
 // (a16, b16, when not NULL): the same call otherwise.
-typedef struct { const float *f; const __nv_bfloat16 *h; long long per_b; int ld; long long per_head; } AttOperand;
+typedef struct {
+    const float *f;              // the fp32 operand
+    const __nv_bfloat16 *h;      // its bf16 copy, or NULL
+    long long per_b;             // elements from one batch element's block to the next
+    int ld;                      // leading dimension (row stride)
+    long long per_head;          // elements from one head's matrix to the next
+} AttOperand;
 static void att_gemm(Ctx *ctx, int B, int NH, cublasOperation_t ta, cublasOperation_t tb, int m,
                      int n, int k, float alpha, AttOperand A, AttOperand Bo, float beta, float *C,
                      long long c_per_b, int ldc, long long c_per_head) {
