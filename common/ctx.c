@@ -26,7 +26,6 @@ void ctx_init_device(Ctx *ctx, Device dev, int cuda_device, int threads, size_t 
     ctx->device = dev;
     ctx->threads = threads > 0 ? threads : 1;
     ctx->gemm_dtype = DT_F32;  // until a bf16 recipe says every GEMM input is bf16
-    ctx->act_dtype = DT_F32;   // until a recipe rounds its activations
     if (dev == DEV_CUDA) {
         ctx->ops = ops_cuda_table();
         CHECK(ctx->ops != NULL,

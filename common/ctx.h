@@ -32,11 +32,6 @@ typedef struct Ctx {
     // every model on a context shares it (the chunks of a pipeline stage take the
     // same recipe).
     DType gemm_dtype;
-    // The type a precision recipe rounds activations and their gradients to (DT_F32:
-    // none; gpt_set_precision sets it). The ops that make such a tensor and use it in
-    // the same call round it themselves: the attention's probabilities and their
-    // gradient (ops.h, attention_forward).
-    DType act_dtype;
 } Ctx;
 
 // Sets up the context for a device: picks the backend, creates its handles.

@@ -96,7 +96,6 @@ void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
     // (11 significant bits to bf16's 8), nor fp8, whose GEMMs read fp8(x s) / s with
     // s = fp8_max / amax, not a power of two: the quotient has up to 24 bits.
     g->ctx->gemm_dtype = g->prec.dtype == DT_BF16 && r != PREC_FP8 ? DT_BF16 : DT_F32;
-    g->ctx->act_dtype = g->prec.dtype;  // what the attention rounds its probabilities to
     // The weights the model computes with: the recipe's dtype from here on.
     if (g->params) gpt_round(g, g->params, g->n_params);
 }
@@ -200,7 +199,7 @@ static LayerActs forward_target(const GPT *g, int l) {
 void gpt_attention_forward(GPT *g, const LayerActs *a, int B, int T) {
     int t = g->tp.size, Cl = g->cfg.n_embd / t, NHl = g->cfg.n_head / t;
     // (att comes out rounded to the recipe's type: the op rounds it before att @ v.)
-    g->ctx->ops->attention_forward(g->ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl);
+    g->ctx->ops->attention_forward(g->ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl, g->prec.dtype);
     gpt_round(g, a->atty, (size_t)B * T * Cl);
 }
 

@@ -104,7 +104,8 @@ void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, i
                     N, Cl, C);
     gpt_round(g, g->datty, n1);
     o->memset0(ctx, g->dqkv, (size_t)N * 3 * Cl * sizeof(float));
-    o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, Cl, NHl);
+    o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, Cl, NHl,
+                          g->prec.dtype);
     gpt_round(g, g->dqkv, 3 * n1);
     P->column_backward(g, g->dln, D(GPT_QKVW), D(GPT_QKVB), g->dqkv, a->ln1, W(GPT_QKVW), N, C,
                        3 * Cl);
@@ -184,7 +185,8 @@ void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1
         o->matmul_backward(ctx, g->datty, NULL, NULL, dx, a->atty, W(GPT_ATTPROJW), N, C, C);
         gpt_round(g, g->datty, NC);
         o->memset0(ctx, g->dqkv, 3 * bytes);
-        o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, C, NH);
+        o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, C, NH,
+                              g->prec.dtype);
         gpt_round(g, g->dqkv, 3 * NC);
         o->copy(ctx, k + KEEP_QKV * NC, g->dqkv, 3 * bytes);
         o->memset0(ctx, g->dln, bytes);

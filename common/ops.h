@@ -87,19 +87,20 @@ struct Ops {
     // Causal self-attention. qkv(B,T,3C) holds q | k | v, head h at columns
     // h*hs..(h+1)*hs of each. att(B,NH,T,T) receives the softmax probabilities
     // (row t is zero past column t); out(B,T,C) = att @ v, heads side by side.
-    // With ctx->act_dtype (ctx.h) bf16 or fp16, the caller promises that qkv, and
-    // in the backward dout and att, hold values of that type, and the op rounds the
-    // two it makes itself to it before its GEMMs read them: the probabilities att
-    // (before att @ v) and their gradient (before the GEMMs of dq and dk), as a
-    // low-precision softmax and its backward write them (FlashAttention does the
-    // same). So every operand of the six GEMMs is a value of that type: in bf16 the
-    // CUDA backend runs all six on the tensor cores (ops_cuda_layers.cu).
+    // rt, a precision recipe's type (DT_F32: none): with bf16 or fp16 the caller
+    // promises that qkv, and in the backward dout and att, hold values of that type,
+    // and the op rounds the two it makes itself to it before its GEMMs read them:
+    // the probabilities att (before att @ v) and their gradient (before the GEMMs of
+    // dq and dk), as a low-precision softmax and its backward write them
+    // (FlashAttention does the same). So every operand of the six GEMMs is a value of
+    // that type: in bf16 the CUDA backend runs all six on the tensor cores
+    // (ops_cuda_layers.cu).
     void (*attention_forward)(Ctx *, float *out, float *att, const float *qkv,
-                              int B, int T, int C, int NH);
+                              int B, int T, int C, int NH, DType rt);
     // dqkv += d(out)/d(qkv) given dout. scratch: B*NH*T*T floats of workspace.
     void (*attention_backward)(Ctx *, float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att,
-                               int B, int T, int C, int NH);
+                               int B, int T, int C, int NH, DType rt);
 
     // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
     void (*gelu_forward)(Ctx *, float *out, const float *inp, size_t n);

@@ -190,7 +190,7 @@ static void causal_softmax_row(float *p, const float *s, int t, int T) {
 }
 
 static void attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, int B, int T,
-                              int C, int NH) {
+                              int C, int NH, DType rt) {
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
@@ -204,8 +204,8 @@ static void attention_forward(Ctx *ctx, float *out, float *att, const float *qkv
                         0.0f, a, T);
             for (int t = 0; t < T; t++) causal_softmax_row(a + (size_t)t * T, a + (size_t)t * T, t, T);
             // A low-precision recipe's probabilities are its type before they are used
-            // (ops.h: ctx->act_dtype), as a bf16 softmax writes them.
-            if (ctx->act_dtype != DT_F32) cpu_round_to(ctx, a, (size_t)T * T, ctx->act_dtype);
+            // (ops.h: rt), as a bf16 softmax writes them.
+            if (rt != DT_F32) cpu_round_to(ctx, a, (size_t)T * T, rt);
             // out_h = att @ v, written into columns h*hs.. of out (row stride C).
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, v, C3,
                         0.0f, out + (size_t)b * T * C + h * hs, C);
@@ -213,7 +213,8 @@ static void attention_forward(Ctx *ctx, float *out, float *att, const float *qkv
 }
 
 static void attention_backward(Ctx *ctx, float *dqkv, float *scratch, const float *dout,
-                               const float *qkv, const float *att, int B, int T, int C, int NH) {
+                               const float *qkv, const float *att, int B, int T, int C, int NH,
+                               DType rt) {
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
@@ -240,7 +241,7 @@ static void attention_backward(Ctx *ctx, float *dqkv, float *scratch, const floa
                 for (int j = 0; j <= t; j++) d[j] = p[j] * (d[j] - dot);
                 for (int j = t + 1; j < T; j++) d[j] = 0.0f;
             }
-            if (ctx->act_dtype != DT_F32) cpu_round_to(ctx, ds, (size_t)T * T, ctx->act_dtype);
+            if (rt != DT_F32) cpu_round_to(ctx, ds, (size_t)T * T, rt);
             // dq += ds k / sqrt(hs);  dk += ds^T q / sqrt(hs)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, ds, T, k, C3,
                         1.0f, dq, C3);

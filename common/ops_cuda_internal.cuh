@@ -84,9 +84,9 @@ void cuda_layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db, const 
                              const float *inp, const float *w, const float *mean, const float *rstd,
                              int N, int C);
 void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, int B, int T, int C,
-                            int NH);
+                            int NH, DType rt);
 void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout, const float *qkv,
-                             const float *att, int B, int T, int C, int NH);
+                             const float *att, int B, int T, int C, int NH, DType rt);
 void cuda_crossentropy_forward(Ctx *ctx, float *losses, const float *logits, const int *targets,
                                int N, int V);
 void cuda_crossentropy_backward(Ctx *ctx, float *dlogits, const float *logits, const int *targets,

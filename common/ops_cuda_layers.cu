@@ -359,7 +359,7 @@ void cuda_layernorm_backward(Ctx *ctx, float *dinp, float *dw, float *db,
 // are hs floats apart, so the NH heads of one batch element are one strided-
 // batched GEMM; we loop over b. att(b,h) is a (T,T) block, blocks T*T apart.
 //
-// A low-precision recipe (ctx->act_dtype bf16 or fp16; ops.h) rounds the two
+// A low-precision recipe (rt bf16 or fp16; ops.h) rounds the two
 // tensors the op makes and uses itself, the probabilities before att @ v and their
 // gradient ds before the GEMMs of dq and dk, as the CPU does. In bf16 every operand
 // of the six GEMMs is then a bf16 value, and all six read bf16 copies on the tensor
@@ -436,15 +436,13 @@ __global__ void causal_softmax_kernel(float *att, int rows, int T) {
     for (int j = LANE; j < T; j += 32) a[j] = j <= t ? a[j] * inv : 0.0f;
 }
 
-static int att_rounds(const Ctx *ctx) { return ctx->act_dtype != DT_F32; }
-static int att_reads_bf16(const Ctx *ctx) { return ctx->act_dtype == DT_BF16; }
 
 void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, int B,
-                                   int T, int C, int NH) {
+                                   int T, int C, int NH, DType rt) {
     int hs = C / NH;
     size_t nq = (size_t)B * T * 3 * C, na = (size_t)B * NH * T * T, rows = (size_t)B * NH * T;
     const float scale = 1.0f / sqrtf((float)hs);
-    __nv_bfloat16 *s = att_reads_bf16(ctx) ? (__nv_bfloat16 *)cuda_gemm_scratch(
+    __nv_bfloat16 *s = rt == DT_BF16 ? (__nv_bfloat16 *)cuda_gemm_scratch(
                            ctx, (bf16_slot(nq) + bf16_slot(na)) * sizeof(__nv_bfloat16)) : NULL;
     const __nv_bfloat16 *qkvb = s ? to_bf16(ctx, s, qkv, nq) : NULL;
     // att(T,T) = q k^T / sqrt(hs): the full square
@@ -452,7 +450,7 @@ void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, 
              qkv_part(qkv, qkvb, 0, T, C, hs), 0.0f, att, (long long)NH * T * T, T, (long long)T * T);
     if (rows) causal_softmax_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(att, (int)rows, T);
     CUDA_CHECK_LAUNCH();
-    if (att_rounds(ctx)) cuda_round_to(ctx, att, na, ctx->act_dtype);
+    if (rt != DT_F32) cuda_round_to(ctx, att, na, rt);
     const __nv_bfloat16 *attb = s ? to_bf16(ctx, s + bf16_slot(nq), att, na) : NULL;
     // out(T,hs) = att(T,T) @ v(T,hs), head h at columns h*hs
     att_gemm(ctx, B, NH, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, qkv_part(qkv, qkvb, 2, T, C, hs),
@@ -475,13 +473,13 @@ __global__ void softmax_backward_kernel(float *ds, const float *att, int rows, i
 
 void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout,
                                     const float *qkv, const float *att, int B, int T, int C,
-                                    int NH) {
+                                    int NH, DType rt) {
     int hs = C / NH;
     size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     size_t rows = (size_t)B * NH * T;
     long long TT = (long long)T * T, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
-    __nv_bfloat16 *s = att_reads_bf16(ctx) ? (__nv_bfloat16 *)cuda_gemm_scratch(
+    __nv_bfloat16 *s = rt == DT_BF16 ? (__nv_bfloat16 *)cuda_gemm_scratch(
         ctx, (bf16_slot(nq) + bf16_slot(ny) + bf16_slot(na)) * sizeof(__nv_bfloat16)) : NULL;
     const __nv_bfloat16 *qkvb = s ? to_bf16(ctx, s, qkv, nq) : NULL;
     const __nv_bfloat16 *dyb = s ? to_bf16(ctx, s + bf16_slot(nq), dout, ny) : NULL;
@@ -496,7 +494,7 @@ void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout
     if (rows)
         softmax_backward_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(ds, att, (int)rows, T);
     CUDA_CHECK_LAUNCH();
-    if (att_rounds(ctx)) cuda_round_to(ctx, ds, na, ctx->act_dtype);
+    if (rt != DT_F32) cuda_round_to(ctx, ds, na, rt);
     // (the dv GEMM above has read att's copy: the stream runs in order)
     const __nv_bfloat16 *dsb = s ? to_bf16(ctx, sq, ds, na) : NULL;
     // dq(T,hs) += ds(T,T) @ k(T,hs) / sqrt(hs)

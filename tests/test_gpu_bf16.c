@@ -153,7 +153,7 @@ void test_matmul_bf16(Env *e, const Dims *d) {
 
 // ---------------------------------------------------------------- attention in bf16
 //
-// ctx->act_dtype = DT_BF16 (ops.h): the attention rounds its probabilities and their
+// rt = DT_BF16 (ops.h): the attention rounds its probabilities and their
 // gradient to bf16 before its GEMMs read them, and the CUDA backend runs all six on
 // the tensor cores. Both sides round the same way, but from scores that differ by the
 // order of fp32 sums (~1e-7): an element that close to a rounding boundary takes the
@@ -163,7 +163,6 @@ void test_matmul_bf16(Env *e, const Dims *d) {
 // share is ~3e-5), and anything computed wrong (a transpose, a stride, a head) errs
 // by O(1). (rel_err's norm is the whole dqkv's, which starts non-zero: test_gpu_ops.c.)
 #define TOL_FLIP 1e-3
-static void act_dtype_both(Env *e, DType t) { e->cpu.act_dtype = t, e->gpu.act_dtype = t; }
 
 void test_attention_bf16(Env *e, const Dims *d) {
     int B = d->B, T = d->T, C = d->C, NH = d->NH;
@@ -172,17 +171,18 @@ void test_attention_bf16(Env *e, const Dims *d) {
     Buf qkv = buf_bf16(e, 3 * BTC, 1.0f), dout = buf_bf16(e, BTC, 1.0f);
     Buf out = buf_zero(e, BTC * sizeof(float)), att = buf_zero(e, att_n * sizeof(float));
     Buf dqkv = buf_normal(e, 3 * BTC, 0.0f, 1.0f), scratch = buf_zero(e, att_n * sizeof(float));
-    act_dtype_both(e, DT_BF16);
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
-        x->ops->attention_forward(x, on(&out, dev), on(&att, dev), on(&qkv, dev), B, T, C, NH);
+        x->ops->attention_forward(x, on(&out, dev), on(&att, dev), on(&qkv, dev), B, T, C, NH,
+                                  DT_BF16);
     }
     check_buf(e, "attention_bf16_forward.out", &out, TOL_FLIP);
     check_buf(e, "attention_bf16_forward.att", &att, TOL_FLIP);
     // The bf16 GEMMs give the same bits run again (selective recompute relies on it).
     void *first = read_back(&e->gpu, att.g, att.bytes);
     RERUN_GPU_SAME_BITS(e, "attention_bf16_forward.att deterministic", att, first,
-                        e->gpu.ops->attention_forward(&e->gpu, out.g, att.g, qkv.g, B, T, C, NH));
+                        e->gpu.ops->attention_forward(&e->gpu, out.g, att.g, qkv.g, B, T, C, NH,
+                                                      DT_BF16));
     free(first);
     // The op left att as bf16 values (what the backward's promise needs).
     float *ga = read_back(&e->gpu, att.g, att.bytes);
@@ -195,7 +195,7 @@ void test_attention_bf16(Env *e, const Dims *d) {
     for (int dev = 0; dev < 2; dev++) {  // each side's own att, as in the model
         Ctx *x = ctx_of(e, dev);
         x->ops->attention_backward(x, on(&dqkv, dev), on(&scratch, dev), on(&dout, dev),
-                                   on(&qkv, dev), on(&att, dev), B, T, C, NH);
+                                   on(&qkv, dev), on(&att, dev), B, T, C, NH, DT_BF16);
     }
     check_buf(e, "attention_bf16_backward.dqkv", &dqkv, TOL_FLIP);
     // Inputs that are not bf16 on purpose: the bf16 path rounds them (~2^-9 an
@@ -204,7 +204,8 @@ void test_attention_bf16(Env *e, const Dims *d) {
     Buf qx = buf_normal(e, 3 * BTC, 0.0f, 1.0f), attx = buf_like(e, &att);
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
-        x->ops->attention_forward(x, on(&out, dev), on(&attx, dev), on(&qx, dev), B, T, C, NH);
+        x->ops->attention_forward(x, on(&out, dev), on(&attx, dev), on(&qx, dev), B, T, C, NH,
+                                  DT_BF16);
     }
     float *ca = read_back(&e->cpu, attx.c, attx.bytes);
     ga = read_back(&e->gpu, attx.g, attx.bytes);
@@ -220,7 +221,7 @@ void test_attention_bf16(Env *e, const Dims *d) {
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
         x->ops->attention_backward(x, on(&d1, dev), on(&scratch, dev), on(&dx, dev),
-                                   on(&qkv, dev), on(&att, dev), B, T, C, NH);
+                                   on(&qkv, dev), on(&att, dev), B, T, C, NH, DT_BF16);
     }
     float *cc = read_back(&e->cpu, d1.c, d1.bytes), *gg = read_back(&e->gpu, d1.g, d1.bytes);
     double err = rel_error(gg, cc, d1.bytes / sizeof(float));
@@ -228,7 +229,6 @@ void test_attention_bf16(Env *e, const Dims *d) {
     test_report(&e->ts, err > 3e-5, what, "rel_err %.3e on an fp32 dout (want > 3e-5: rounding "
                 "it to bf16 errs ~2e-4 to 7e-4; the flips of ds ~1e-6)", err);
     free(cc), free(gg);
-    act_dtype_both(e, DT_F32);
     Buf *all[] = {&qkv, &dout, &out, &att, &dqkv, &scratch, &dx, &d1};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
 }

@@ -148,7 +148,8 @@ void test_attention(Env *e, const Dims *d) {
     Buf out = buf_zero(e, BTC * sizeof(float)), att = buf_zero(e, att_n * sizeof(float));
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
-        x->ops->attention_forward(x, on(&out, dev), on(&att, dev), on(&qkv, dev), B, T, C, NH);
+        x->ops->attention_forward(x, on(&out, dev), on(&att, dev), on(&qkv, dev), B, T, C, NH,
+                                  DT_F32);
     }
     check_buf(e, "attention_forward.out", &out, TOL_FWD);
     check_buf(e, "attention_forward.att", &att, TOL_FWD);
@@ -159,7 +160,7 @@ void test_attention(Env *e, const Dims *d) {
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);
         x->ops->attention_backward(x, on(&dqkv, dev), on(&scratch, dev), on(&dout, dev),
-                                   on(&qkv, dev), on(&att, dev), B, T, C, NH);
+                                   on(&qkv, dev), on(&att, dev), B, T, C, NH, DT_F32);
     }
     check_buf(e, "attention_backward.dqkv", &dqkv, TOL_GRAD);
     Buf *all[] = {&qkv, &out, &att, &dout, &dqkv, &scratch};

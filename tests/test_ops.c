@@ -157,7 +157,7 @@ static void test_layernorm(TestState *ts) {
 typedef struct { float *qkv, *att; int B, T, C, NH; } ATT;
 static void att_f(void *s, float *y) {
     ATT *a = s;
-    o->attention_forward(&ctx, y, a->att, a->qkv, a->B, a->T, a->C, a->NH);
+    o->attention_forward(&ctx, y, a->att, a->qkv, a->B, a->T, a->C, a->NH, DT_F32);
 }
 static void test_attention(TestState *ts) {
     ATT a = {.B = 2, .T = 7, .C = 12, .NH = 3};
@@ -204,7 +204,7 @@ static void test_attention(TestState *ts) {
     test_report(ts, causal_ok, "attention.causal_probabilities", "zero above diagonal, rows sum to 1");
     float *dqkv = zeros(nqkv), *scratch = zeros(a.B * a.NH * a.T * a.T);
     att_f(&a, y);
-    o->attention_backward(&ctx, dqkv, scratch, r, a.qkv, a.att, a.B, a.T, a.C, a.NH);
+    o->attention_backward(&ctx, dqkv, scratch, r, a.qkv, a.att, a.B, a.T, a.C, a.NH, DT_F32);
     fd_grad(att_f, &a, a.qkv, nqkv, y, r, ny, num);
     check_rel(ts, "attention.backward.dqkv", dqkv, num, nqkv, FD_TOL);
     free(a.qkv); free(a.att); free(y); free(ref); free(r); free(num); free(dqkv); free(scratch);

@@ -198,10 +198,10 @@ static Verdict check_attention(Fixture *f) {
     float *qkv = xmalloc(sizeof(float) * N * 3 * C), *y = xmalloc(sizeof(float) * N * C);
     float *att = xmalloc(sizeof(float) * f->B * NH * f->T * f->T);
     o->matmul_forward(&f->ctx, qkv, x, whole, NULL, N, C, 3 * C);
-    o->attention_forward(&f->ctx, y, att, qkv, f->B, f->T, C, NH);
+    o->attention_forward(&f->ctx, y, att, qkv, f->B, f->T, C, NH, DT_F32);
     float *lq = xmalloc(sizeof(float) * N * 3 * Cl), *ly = xmalloc(sizeof(float) * N * Cl);
     o->matmul_forward(&f->ctx, lq, x, piece, NULL, N, C, 3 * Cl);
-    o->attention_forward(&f->ctx, ly, att, lq, f->B, f->T, Cl, NH / t);
+    o->attention_forward(&f->ctx, ly, att, lq, f->B, f->T, Cl, NH / t, DT_F32);
     float *want = xmalloc(sizeof(float) * N * Cl);
     for (int n = 0; n < N; n++)
         for (int j = 0; j < Cl; j++) want[(size_t)n * Cl + j] = y[(size_t)n * C + f->r * Cl + j];
