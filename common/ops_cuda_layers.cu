@@ -109,6 +109,30 @@ static const __nv_bfloat16 *to_bf16(Ctx *ctx, __nv_bfloat16 *dst, const float *s
     return dst;
 }
 
+// rows x cols fp32 values (row stride cols) into bf16 rows of stride ld >= cols. A
+// matrix whose rows are a multiple of 8 bf16 values apart (16 bytes) has every row
+// aligned as cuBLAS's sm90 tensor-core kernels want it; the LM head's gradient has
+// V = 50257 columns, and with ld = V cuBLAS falls back to slower kernels (llm.c pads
+// the vocabulary to 50304 for the same reason). The padding is never read: the GEMMs
+// below take cols as their dimension and ld as the stride only.
+__global__ void to_bf16_rows_kernel(__nv_bfloat16 *dst, const float *src, size_t rows, int cols,
+                                    int ld) {
+    GRID_STRIDE(i, rows * cols) dst[i / cols * ld + i % cols] = __float2bfloat16_rn(src[i]);
+}
+
+// The leading dimension of a bf16 copy of a matrix of cols columns: cols rounded up to 8.
+static int bf16_ld(int cols) { return (cols + 7) / 8 * 8; }
+
+static const __nv_bfloat16 *to_bf16_rows(Ctx *ctx, __nv_bfloat16 *dst, const float *src,
+                                         size_t rows, int cols) {
+    int ld = bf16_ld(cols);
+    if (ld == cols) return to_bf16(ctx, dst, src, rows * cols);
+    if (rows) to_bf16_rows_kernel<<<elem_grid(rows * cols), BLOCK, 0, stream(ctx)>>>(dst, src, rows,
+                                                                                     cols, ld);
+    CUDA_CHECK_LAUNCH();
+    return dst;
+}
+
 // cublasSgemm's C = A B + beta C with alpha 1 (same operations, sizes and leading
 // dimensions), A and B in bf16, C in fp32, the products and sums in fp32.
 static void gemm_bf16(Ctx *ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -157,17 +181,19 @@ void cuda_matmul_backward(Ctx *ctx, float *dinp, float *dw, float *dbias,
     const float one = 1.0f;  // beta = 1: accumulate into the gradients
     if (gemm_reads_bf16(ctx) && (dinp || dw)) {  // the same GEMMs as below, on bf16 copies
         // Only the operands a wanted gradient reads: dout always, w for dinp, inp for dw.
-        size_t nd = (size_t)N * OC, nw = dinp ? (size_t)OC * C : 0, ni = dw ? (size_t)N * C : 0;
+        // dout's copy has aligned rows (to_bf16_rows: the LM head's OC = V is odd).
+        int ldd = bf16_ld(OC);
+        size_t nd = (size_t)N * ldd, nw = dinp ? (size_t)OC * C : 0, ni = dw ? (size_t)N * C : 0;
         __nv_bfloat16 *s = (__nv_bfloat16 *)cuda_gemm_scratch(
             ctx, (bf16_slot(nd) + bf16_slot(nw) + bf16_slot(ni)) * sizeof(__nv_bfloat16));
-        const __nv_bfloat16 *doutb = to_bf16(ctx, s, dout, nd);
+        const __nv_bfloat16 *doutb = to_bf16_rows(ctx, s, dout, (size_t)N, OC);
         if (dinp) {  // dinp(N,C) += dout(N,OC) @ w(OC,C)
             const __nv_bfloat16 *wb = to_bf16(ctx, s + bf16_slot(nd), w, nw);
-            gemm_bf16(ctx, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, wb, C, doutb, OC, one, dinp, C);
+            gemm_bf16(ctx, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, wb, C, doutb, ldd, one, dinp, C);
         }
         if (dw) {  // dw(OC,C) += dout^T(OC,N) @ inp(N,C)
             const __nv_bfloat16 *ib = to_bf16(ctx, s + bf16_slot(nd) + bf16_slot(nw), inp, ni);
-            gemm_bf16(ctx, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, ib, C, doutb, OC, one, dw, C);
+            gemm_bf16(ctx, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, ib, C, doutb, ldd, one, dw, C);
         }
     } else {
         if (dinp)  // dinp(N,C) += dout(N,OC) @ w(OC,C)
