@@ -4,6 +4,7 @@
 #   bash scripts/gpu_check.sh              every item below, within GPU_CHECK_BUDGET s (570)
 #   bash scripts/gpu_check.sh 10 4         some items only, in that order (the build runs first)
 #   OUT=runs/gpu-h100 bash scripts/gpu_check.sh
+#   GPU_CHECK_TAR=/tmp/logs.tgz ...        the logs in one archive too (not the weights)
 #
 # Each item checks a claim that the CPU machines cannot (the runs so far, with
 # their logs: results/gpu/). A failing item never stops the others; each
@@ -476,5 +477,12 @@ done
     done
     echo "($((SECONDS - START))s of ${BUDGET}s; logs in $OUT/)"
 } | tee "$OUT/summary.txt"
+# GPU_CHECK_TAR=FILE: the logs in one small archive, to carry back from a lent machine
+# (the weights, checkpoints and profiles the items leave are gigabytes: left out).
+if [ -n "${GPU_CHECK_TAR:-}" ]; then
+    (cd "$OUT" && find . -type f -size -4M ! -name '*.safetensors' ! -path '*/ck_*' \
+         ! -path '*/big_*' ! -path '*/step-*' -print0 | tar czf "$GPU_CHECK_TAR" --null -T -) &&
+        echo "logs: $GPU_CHECK_TAR ($(du -h "$GPU_CHECK_TAR" | cut -f1))"
+fi
 for it in "${TABLE[@]}"; do [ "${STATUS[$it]:-PASS}" = FAIL ] || [ "${STATUS[$it]:-PASS}" = TIMEOUT ] && exit 1; done
 exit 0
