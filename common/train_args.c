@@ -11,6 +11,10 @@
 #include "check.h"
 #include "trainer.h"
 
+// mixed-fp16's loss scaling, unless --loss-scale / --loss-scale-window say otherwise.
+#define LOSS_SCALE_START 65536
+#define LOSS_SCALE_WINDOW 2000
+
 void train_args_default(TrainArgs *a) {
     memset(a, 0, sizeof *a);
     a->preset = "small";
@@ -31,8 +35,8 @@ void train_args_default(TrainArgs *a) {
     a->recompute = "none";
     a->recompute_every = 1;
     a->precision = "fp32";
-    a->loss_scale = 65536;
-    a->loss_scale_window = 2000;
+    a->loss_scale = LOSS_SCALE_START;
+    a->loss_scale_window = LOSS_SCALE_WINDOW;
     a->ckpt_keep = 2;
 }
 
@@ -127,6 +131,17 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
         flags_fail("--data %s is byte-level text and needs --vocab >= 256 (the model has %d)",
                    a->data, cfg->vocab);
     if (synthetic && cfg->vocab < 4) flags_fail("the synthetic corpus needs --vocab >= 4");
+    // Flags of one recipe given with another do nothing: say so rather than ignore them.
+    GPTRecipe recipe = PREC_FP32;
+    if (gpt_recipe_parse(a->precision, &recipe) == 0) {
+        if (recipe != PREC_MIXED_FP16 && (a->loss_scale != LOSS_SCALE_START ||
+                                          a->loss_scale_window != LOSS_SCALE_WINDOW))
+            flags_fail("--loss-scale and --loss-scale-window are mixed-fp16's (dynamic loss "
+                       "scaling); --precision %s does not scale the loss", a->precision);
+        if (a->acts_fp32 && gpt_recipe_dtype(recipe) == DT_F32)
+            flags_fail("--acts-fp32: --precision %s keeps its activations in fp32 already (the "
+                       "flag is for the 2-byte recipes)", a->precision);
+    }
     if (a->recompute_every != 1 && strcmp(a->recompute, "full") != 0)
         flags_fail("--recompute-every %d needs --recompute full", a->recompute_every);
     if (!a->ckpt_dir && (a->resume || a->ckpt_every || a->max_restarts || a->ckpt_async))

@@ -306,6 +306,10 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
                  "| %s", cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.seq_len, cfg.vocab, gpt_num_params(&cfg),
                  pbytes, device_name(ctx->device), a->threads, a->threads == 1 ? "" : "s",
                  h && h->label ? h->label : "1 process");
+        char every[32] = "";
+        if (a->recompute_every > 1) snprintf(every, sizeof every, ", every %d layers", a->recompute_every);
+        log_info("precision %s | recompute %s%s%s", a->precision, a->recompute, every,
+                 a->acts_fp32 ? " | activations in fp32 slots (--acts-fp32)" : "");
         log_info("data: %s, %zu tokens | batch %d x %d x %d accum x %d rank%s | uniform-guess loss "
                  "ln(V) = %.3f%s", dl.source, dl.n, B, T, accum, dworld, dworld == 1 ? "" : "s",
                  log((double)cfg.vocab), dworld > 1 ? " | the loss printed is rank 0's, the mean "

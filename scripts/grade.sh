@@ -84,7 +84,7 @@ fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 what="the binaries in $BUILD/"
-[ "$BUILD" = build-ex ] && what="build-ex/: your $dir/exercises/ in place of the reference"
+[ "$BUILD" = build-ex ] && what="build-ex/: every stage's exercises/ (yours) in place of its reference"
 if [ -n "${GRADE_FROM:-}" ]; then
     # A log of this suite that `make test` has just written (grade_check.sh checks
     # that nothing it ran has changed since): scored without running it again.
@@ -97,7 +97,8 @@ else
 fi
 [ -n "${GRADE_LOG:-}" ] && cp "$out" "$GRADE_LOG"
 
-declare -A verdict detail run_of planned abnormal rerun tail_of
+declare -A verdict detail run_of planned abnormal rerun tail_of ungraded_fail graded
+for i in "${!names[@]}"; do for c in ${checks[$i]}; do graded[$c]=1; done; done
 # The runner prefixes every line of a test with "  [test] "; its indented lines
 # below (its last output, when it failed) belong to the test named last.
 current=
@@ -112,7 +113,11 @@ while IFS= read -r line; do
                 # A check that failed anywhere has failed (it may report once per rank).
                 if [ "${verdict[$name]:-}" != FAIL ]; then
                     verdict[$name]=$v; detail[$name]=$d; run_of[$name]=$current
-                fi ;;
+                fi
+                # A failing check that no part grades (a reference run the graded
+                # checks compare with, say) often explains why those failed.
+                [ "$v" = FAIL ] && [ -z "${graded[$name]:-}" ] &&
+                    ungraded_fail[$current]+="FAIL $name  ${d:0:400}"$'\n' ;;
             PLAN\ *) planned[${rest#PLAN }]=$current ;;
             CRASH:*) abnormal[$current]=${rest#CRASH: } ;;
             "FAIL: exited with status"*) r=${rest#FAIL: }; abnormal[$current]=${r%; last lines:} ;;
@@ -163,7 +168,21 @@ for i in "${!names[@]}"; do
             printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 4 |
                 cut -c1-400 | sed 's/^/        /'
         fi
+        if [ -n "${ungraded_fail[$r]:-}" ]; then
+            echo "    test $r also failed (not graded, but it may be the cause):"
+            printf '%s' "${ungraded_fail[$r]}" | head -n 2 | cut -c1-500 | sed 's/^/        /'
+        fi
         [ -n "${rerun[$r]:-}" ] && echo "    rerun alone: ${rerun[$r]}"
+        # Every stage's exercises are built in: an error in an earlier stage's code
+        # means that stage's exercise, not this one's.
+        for st in $(printf '%s\n%s\n%s' "${problems[*]}" "${tail_of[$r]:-}" "${ungraded_fail[$r]:-}" |
+                    grep -o '\b0[1-7]_[a-z_]*/' | sort -u | cut -c1-2); do
+            if [ "$((10#$st))" -lt "$((10#$n))" ] && [[ " ${hinted:-} " != *" $st "* ]]; then
+                hinted="${hinted:-} $st"
+                echo "    note: this runs your stage $st exercises too (stage $st's code is named above):" \
+                     "make grade-$((10#$st)) first"
+            fi
+        done
     done
 done
 if [ "$have_mpi" = 0 ] && grep -q 'mpi:' "$parts_file"; then

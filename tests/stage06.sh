@@ -285,6 +285,9 @@ export -f s6_refuse
 run mp-refuse-zb-full s6_refuse zb_full "not with --recompute full" pp_train --np 2 --pp 2 --schedule zb-h1 --recompute full
 run mp-refuse-fp8-tp s6_refuse fp8_tp "--precision fp8 casts the serial linear layers: not with --tp 2" tp_train --np 2 --tp 2 --precision fp8
 run mp-refuse-fp8-fsdp s6_refuse fp8_fsdp "--precision fp8 is not for --strategy fsdp" sharded_train --np 2 --strategy fsdp --precision fp8
+# A recipe's flags given with another would do nothing: refused, not ignored.
+run mp-refuse-loss-scale s6_refuse loss_scale_not_fp16 "--precision mixed-bf16 does not scale the loss" train --precision mixed-bf16 --loss-scale 1024
+run mp-refuse-acts-fp32 s6_refuse acts_fp32_fp32 "--precision fp32 keeps its activations in fp32 already" train --acts-fp32
 # Under mpirun every rank parses its own command line: ranks started with different
 # recipes are named before any work (train_config_words, shared by every driver).
 if mpi_built; then

@@ -1,8 +1,9 @@
 // exercises/loss_scale.c — YOUR dynamic loss scaling.   make grade-6 PART=loss_scale
 //
 // Read ../precision.h (LossScaler, and what loss_scaler_update must do). fp16
-// gradients below 2^-24 become 0, so the loss is multiplied by a scale S before the
-// backward pass and the gradients are divided by S before the update. Too large an
+// gradients below 2^-25 (half its smallest subnormal) become 0, so the loss is
+// multiplied by a scale S before the backward pass and the gradients are divided by
+// S before the update. Too large an
 // S overflows some gradient to inf, and the scale is found at run time:
 //
 //   found_inf:  skip the step (return 0); S *= backoff_factor, but not below
