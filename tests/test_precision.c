@@ -116,47 +116,77 @@ static void test_sround_exact(TestState *ts, Rng *rng) {
     // away from zero); r16 = 0 truncates, r16 = 0xffff rounds any remainder up.
     int outside = 0, at0 = 0, atmax = 0;
     int N = 1 << 20;
+    char first[160] = "";  // the first wrong case, for the message
     for (int i = 0; i < N; i++) {
         uint32_t u;
         do u = (uint32_t)rng_u64(rng);  // finite, below the top binade (overflow: below)
         while ((u & 0x7f800000u) >= 0x7f000000u);
         float x = float_from_bits(u);
-        uint32_t t = u >> 16, got = float_bits(sr(x, (uint32_t)rng_below(rng, 65536))) >> 16;
+        uint32_t r = (uint32_t)rng_below(rng, 65536), t = u >> 16;
+        uint32_t got = float_bits(sr(x, r)) >> 16, g0 = float_bits(sr(x, 0)) >> 16;
+        uint32_t gmax = float_bits(sr(x, 0xffff)) >> 16, want_max = t + ((u & 0xffff) != 0);
         outside += got != t && got != t + 1;
-        at0 += float_bits(sr(x, 0)) >> 16 != t;
-        atmax += float_bits(sr(x, 0xffff)) >> 16 != t + ((u & 0xffff) != 0);
+        at0 += g0 != t;
+        atmax += gmax != want_max;
+        if (!first[0] && (got != t && got != t + 1))
+            snprintf(first, sizeof first, "; first: x = 0x%08x, r16 = 0x%04x gave bf16 0x%04x, "
+                     "want 0x%04x or 0x%04x", u, r, got, t, t + 1);
+        else if (!first[0] && g0 != t)
+            snprintf(first, sizeof first, "; first: x = 0x%08x, r16 = 0 gave bf16 0x%04x, want "
+                     "0x%04x", u, g0, t);
+        else if (!first[0] && gmax != want_max)
+            snprintf(first, sizeof first, "; first: x = 0x%08x, r16 = 0xffff gave bf16 0x%04x, "
+                     "want 0x%04x", u, gmax, want_max);
     }
     test_report(ts, outside + at0 + atmax == 0, "mp.sround.neighbours",
                 "of %d random values: %d rounded outside their two bf16 neighbours, %d not "
-                "truncated with r16 = 0, %d not rounded up with r16 = 0xffff", N, outside, at0,
-                atmax);
+                "truncated with r16 = 0, %d not rounded up with r16 = 0xffff%s", N, outside, at0,
+                atmax, first);
 
     // Exactly unbiased: over all 65536 values of r16, the number that round up is
     // the discarded 16 bits d, so P(up) = d / 65536 exactly and E[result] = x.
     const uint32_t xs[] = {0x3f800001u, 0x3f808000u, 0x3f80ffffu, 0xbdcccccdu /* -0.1 */,
                            0x3f8099a0u, 0x00012345u /* fp32 subnormal */, 0x7f7e7654u};
     bad = 0;
+    first[0] = 0;
     for (size_t k = 0; k < sizeof xs / sizeof xs[0]; k++) {
         uint32_t up = 0;
         for (uint32_t r = 0; r < 65536; r++)
             up += float_bits(sr(float_from_bits(xs[k]), r)) >> 16 != xs[k] >> 16;
         bad += up != (xs[k] & 0xffff);
+        if (up != (xs[k] & 0xffff) && !first[0])
+            snprintf(first, sizeof first, "; first: x = 0x%08x rounds up for %u of the 65536 "
+                     "r16, want %u (its low 16 bits)", xs[k], up, xs[k] & 0xffff);
     }
     test_report(ts, bad == 0, "mp.sround.up_count_exact",
                 "%d of %zu values: the count of r16 in [0, 65536) that round up is not the "
-                "discarded bits", bad, sizeof xs / sizeof xs[0]);
+                "discarded bits%s", bad, sizeof xs / sizeof xs[0], first);
 
     // The overflow edge: above the largest finite bf16 (0x7f7f), rounding up would
     // give inf; only where RNE gives inf may the result be inf.
     float max_bf16 = float_from_bits(0x7f7f0000u);
-    bad = sr(float_from_bits(0x7f7f0001u), 0xffff) != max_bf16;       // RNE: max
-    bad += sr(float_from_bits(0xff7f7fffu), 0xffff) != -max_bf16;     // RNE: -max
     float r1 = sr(float_from_bits(0x7f7fffffu), 0xffff), r0 = sr(float_from_bits(0x7f7fffffu), 0);
-    bad += (r1 != INFINITY && r1 != max_bf16) || r0 != max_bf16;  // RNE: inf, so either
-    bad += sr(INFINITY, 0x1234) != INFINITY || sr(-INFINITY, 0xffff) != -INFINITY;
-    bad += !isnan(sr(NAN, 0xffff)) || !isnan(sr(float_from_bits(0x7f800001u), 0));
+    const struct { int wrong; const char *what; } ov[] = {
+        {sr(float_from_bits(0x7f7f0001u), 0xffff) != max_bf16,
+         "x = 0x7f7f0001, r16 = 0xffff must give the largest bf16 0x7f7f (RNE does), not inf"},
+        {sr(float_from_bits(0xff7f7fffu), 0xffff) != -max_bf16,
+         "x = 0xff7f7fff, r16 = 0xffff must give -0x7f7f (RNE does), not -inf"},
+        {(r1 != INFINITY && r1 != max_bf16) || r0 != max_bf16,
+         "x = 0x7f7fffff (RNE: inf) must give 0x7f7f or inf, and 0x7f7f with r16 = 0"},
+        {sr(INFINITY, 0x1234) != INFINITY || sr(-INFINITY, 0xffff) != -INFINITY,
+         "inf and -inf must stay as they are"},
+        {!isnan(sr(NAN, 0xffff)) || !isnan(sr(float_from_bits(0x7f800001u), 0)),
+         "NaN must stay NaN (also one whose payload is all in the low 16 bits)"},
+    };
+    bad = 0;
+    const char *why = "";
+    for (size_t k = 0; k < sizeof ov / sizeof ov[0]; k++) {
+        if (ov[k].wrong && !bad) why = ov[k].what;
+        bad += ov[k].wrong;
+    }
     test_report(ts, bad == 0, "mp.sround.overflow",
-                "no inf RNE would not make; inf and NaN kept: %d wrong", bad);
+                "no inf RNE would not make; inf and NaN kept: %d wrong%s%s", bad, bad ? "; first: " : "",
+                why);
 }
 
 static void test_sround_op(TestState *ts) {
