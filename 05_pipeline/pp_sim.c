@@ -88,14 +88,14 @@ static double mean_per_stage(const double *per, int p, int v) {  // per rank, al
 }
 
 int main(int argc, char **argv) {
-    int p = 4, m = 8, v = 1;
+    int p = 4, m = 8, v = 0;
     double msg = 0;
     const char *sched = "1f1b", *tf_s = "1", *tb_s = "1", *tw_s = "1", *gantt = NULL;
     Flag flags[] = {
         F_INT("--pp", &p, 1, PP_MAX_STAGES, "pipeline stages (ranks)"),
         F_CHOICE("--schedule", &sched, "gpipe|1f1b|interleaved|zb-h1", "the pipeline schedule"),
         F_INT("--microbatches", &m, 1, 1 << 16, "micro-batches per step (pp_train's --grad-accum)"),
-        F_INT("--chunks", &v, 1, 8, "model chunks per rank (interleaved: >= 2; 1 = 2 there)"),
+        F_INT("--chunks", &v, 0, 8, "model chunks per rank (interleaved: >= 2; 0 = 2 there, 1 for the others)"),
         F_STRING("--tf", &tf_s, "forward of one micro-batch through a stage, seconds (1, p or p·v values)"),
         F_STRING("--tb", &tb_s, "its backward's input-gradient pass B, seconds"),
         F_STRING("--tw", &tw_s, "its backward's weight-gradient pass W, seconds (fused: B + W)"),
@@ -107,10 +107,10 @@ int main(int argc, char **argv) {
                 "time, each rank's busy and idle time, the bubble beside the textbook formulas.");
     SchedKind kind;
     sched_parse(sched, &kind);
-    if (kind == SCHED_INTERLEAVED && v == 1) v = 2;
+    if (v == 0) v = kind == SCHED_INTERLEAVED ? 2 : 1;
     char err[512];
     PPSchedule *S = sched_build(kind, p, m, v, err, sizeof err);
-    if (!S) flags_fail("%s (--microbatches is m)", err);
+    if (!S) flags_fail("%s%s", err, strstr(err, "micro-batches") ? " (m is --microbatches)" : "");
     if (sched_check(S, err, sizeof err)) flags_fail("the %s schedule is not sound: %s", sched, err);
     int K = p * v;
     double *tf = calloc(K, sizeof *tf), *tb = calloc(K, sizeof *tb), *tw = calloc(K, sizeof *tw);

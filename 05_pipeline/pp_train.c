@@ -33,7 +33,7 @@ static void barrier(GPT *g, void *arg) {
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_default(&a);
-    int np = 1, pp = 0, tp = 1, sp = 0, chunks = 1, kill_rank = -1, kill_at = -1, zero1 = 0;
+    int np = 1, pp = 0, tp = 1, sp = 0, chunks = 0, kill_rank = -1, kill_at = -1, zero1 = 0;
     double timeout = 60;
     const char *sched = "1f1b", *algo = "ring", *transport = "shm", *trace = NULL;
     Flag flags[TRAIN_MAX_FLAGS + 12];
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
         F_BOOL("--zero1", &zero1, "ZeRO-1 over the data-parallel replicas (stage 03's optimizer "
                "sharding)"),
         F_CHOICE("--schedule", &sched, "gpipe|1f1b|interleaved|zb-h1", "the pipeline schedule"),
-        F_INT("--chunks", &chunks, 1, PP_MAX_CHUNKS, "model chunks per rank (interleaved: >= 2)"),
+        F_INT("--chunks", &chunks, 0, PP_MAX_CHUNKS, "model chunks per rank (interleaved: >= 2; 0 = 2 there, 1 for the others)"),
         F_CHOICE("--algo", &algo, "ring|naive|mpi", "the host collectives (mpi: under mpirun)"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
     SchedKind kind;
     sched_parse(sched, &kind);
     char err[512];
-    if (kind == SCHED_INTERLEAVED && chunks == 1) chunks = 2;
+    if (chunks == 0) chunks = kind == SCHED_INTERLEAVED ? 2 : 1;
     if (pp_error(&cfg, pp, chunks, err, sizeof err)) flags_fail("%s", err);
     if (gpt_tp_error(&cfg, tp, sp, a.batch, cfg.seq_len, err, sizeof err)) flags_fail("%s", err);
     if (kind == SCHED_ZB_H1 && tp > 1)
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
         flags_fail("--precision fp8 is for one process or data parallelism (build/train, "
                    "build/ddp_train), not a pipeline yet");
     PPSchedule *S = sched_build(kind, pp, a.accum, chunks, err, sizeof err);
-    if (!S) flags_fail("%s (--grad-accum is the number of micro-batches)", err);
+    if (!S) flags_fail("%s%s", err, strstr(err, "micro-batches") ? " (m is --grad-accum)" : "");
     if (sched_check(S, err, sizeof err)) flags_fail("the %s schedule is not sound: %s", sched, err);
     if ((kill_rank >= 0) != (kill_at >= 0)) flags_fail("--kill-rank and --kill-at go together");
     Algo al;
@@ -151,9 +151,10 @@ int main(int argc, char **argv) {
     P.zero1 = zero1;
     P.gpu = gpp;
     P.gpu_dp = gdp;
-    char label[400];
+    char label[400], chunk_words[32];
+    snprintf(chunk_words, sizeof chunk_words, ", %d chunks a rank", chunks);
     snprintf(label, sizeof label, "PP %d (%s%s, %d micro-batches) x TP %d%s x DP %d%s%s%s", pp,
-             sched, chunks > 1 ? ", interleaved chunks" : "", a.accum, tp, sp ? " + SP" : "", dp,
+             sched, chunks > 1 ? chunk_words : "", a.accum, tp, sp ? " + SP" : "", dp,
              zero1 ? " (ZeRO-1)" : "", gpp ? "; the pipeline group on GPUs: " : "",
              gpp ? gpu_comm_describe(gpp) : "");
     char layout[96];  // for a checkpoint's manifest

@@ -19,7 +19,7 @@ int sched_parse(const char *s, SchedKind *out) {
 
 PPSchedule *sched_build(SchedKind k, int p, int m, int v, char *err, size_t n) {
     if (p < 1 || p > PP_MAX_STAGES || m < 1 || v < 1) {
-        snprintf(err, n, "a pipeline needs 1 <= --pp <= %d, --micro-batches >= 1 and --chunks >= 1 "
+        snprintf(err, n, "a pipeline needs 1 <= --pp <= %d, m >= 1 micro-batches and --chunks >= 1 "
                  "(got %d, %d, %d)", PP_MAX_STAGES, p, m, v);
         return NULL;
     }
@@ -28,10 +28,18 @@ PPSchedule *sched_build(SchedKind k, int p, int m, int v, char *err, size_t n) {
                  "chunk per rank", v);
         return NULL;
     }
-    if (k == SCHED_INTERLEAVED && (p < 2 || v < 2 || m % p != 0)) {
-        snprintf(err, n, "--schedule interleaved needs --pp >= 2 (got %d), --chunks >= 2 (got %d) "
-                 "and --micro-batches a multiple of --pp (got %d): micro-batches go round the "
-                 "ranks in groups of p", p, v, m);
+    if (k == SCHED_INTERLEAVED && p < 2) {
+        snprintf(err, n, "--schedule interleaved needs --pp >= 2 (got %d)", p);
+        return NULL;
+    }
+    if (k == SCHED_INTERLEAVED && v < 2) {
+        snprintf(err, n, "--schedule interleaved needs --chunks >= 2 (got %d): a rank holds "
+                 "several chunks of the model", v);
+        return NULL;
+    }
+    if (k == SCHED_INTERLEAVED && m % p != 0) {
+        snprintf(err, n, "--schedule interleaved needs m, the micro-batches, a multiple of --pp "
+                 "%d (got %d): they go round the ranks in groups of p", p, m);
         return NULL;
     }
     PPSchedule *S = calloc(1, sizeof *S);

@@ -185,6 +185,10 @@ for i in "${!names[@]}"; do
         done
     done
 done
+if [ "$full" = 0 ] && [ "$BUILD" = build-ex ] && [ "$((10#$n))" -gt 1 ]; then
+    echo "(every stage's exercises are built in: a check here can fail in an earlier stage's"
+    echo " code you have not finished; make grade-1 ... make grade-$((10#$n - 1)) say which)"
+fi
 if [ "$have_mpi" = 0 ] && grep -q 'mpi:' "$parts_file"; then
     echo "(checks over MPI not expected: no mpirun, or $BUILD was built without mpicc)"
 fi

@@ -15,11 +15,12 @@ export S3_MODEL_STR="${S3_MODEL[*]}" S3_TRAIN_STR="${S3_TRAIN[*]}"  # arrays do 
 # The pieces: partitions, bucket assignment, collectives over blocks, async.
 for n in 1 2 3 5; do run "sharded-pieces-np$n" "$BUILD/tests/test_sharded" --np "$n" --timeout 20; done
 
-# Stage 02's DDP with the naive all-reduce (sums in rank order): the reference.
+# Stage 02's DDP with the naive all-reduce (sums in rank order): the reference (built
+# from stage 02's reference sources, tests/ddp_train_ref: not your exercise when grading).
 s3_reference() {  # s3_reference N ACCUM -> path of the weights
     local n=$1 accum=$2 f="$S3_DIR/ref-np$1-accum$2" model=($S3_MODEL_STR) train=($S3_TRAIN_STR)
     if [ ! -f "$f.safetensors" ]; then
-        "$BUILD/ddp_train" --np "$n" --algo naive "${model[@]}" "${train[@]}" \
+        "$BUILD/tests/ddp_train_ref" --np "$n" --algo naive "${model[@]}" "${train[@]}" \
             --batch $((2 / accum)) --grad-accum "$accum" --save-params "$f.safetensors" \
             >"$f.log" 2>&1 || { echo "the reference run failed:" >&2; tail -n 5 "$f.log" >&2; }
     fi
@@ -56,7 +57,7 @@ s3_case() {  # s3_case VARIANT TOL N ACCUM ALGO STRATEGY [FLAGS...]
         [ "$k" = next ] && k=$a; [ "$shard" = next ] && shard=$a ;; esac; done
     case "$strategy" in zero1) zero=1 ;; zero2) zero=2 ;; zero3) zero=3 ;; esac
     if [ "${MEMORY:-0}" = 1 ]; then
-        "$BUILD/memcalc" "${model[@]/--width/--hidden}" --recipe course --micro-batch $((2 / accum)) \
+        "$BUILD/tests/memcalc_ref" "${model[@]/--width/--hidden}" --recipe course --micro-batch $((2 / accum)) \
             --zero "$zero" --dp "$n" --json >"$f.calc.json"
         "$PY" tests/sharded_check.py memory "$f.log" "sharded.memory.$strategy.np$n" \
             "$strategy" "$n" "$k" "$shard" "$f.calc.json" 2 49 97 12

@@ -196,8 +196,13 @@ static void test_checker(TestState *ts) {
     sched_free(S);
     // Layouts the generators refuse, naming the flags.
     S = sched_build(SCHED_INTERLEAVED, 2, 3, 2, err, sizeof err);
-    test_report(ts, !S && strstr(err, "--micro-batches") && strstr(err, "--pp"),
+    test_report(ts, !S && strstr(err, "micro-batches, a multiple of --pp 2 (got 3)"),
                 "pp.check.rejects.interleaved_m", "%s", S ? "accepted" : err);
+    sched_free(S);
+    // One chunk with the interleaved schedule: only that condition named.
+    S = sched_build(SCHED_INTERLEAVED, 2, 4, 1, err, sizeof err);
+    test_report(ts, !S && strstr(err, "--chunks >= 2 (got 1)") && !strstr(err, "--pp >= 2"),
+                "pp.check.rejects.interleaved_one_chunk", "%s", S ? "accepted" : err);
     sched_free(S);
 }
 

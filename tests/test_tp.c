@@ -142,6 +142,9 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
     float *gdw = xmalloc(sizeof(float) * OCl * Cl), *gdb = xmalloc(sizeof(float) * OCl);
     if (column) {
         tp_column_forward(&f->g, got, in_here, wp, bp, N, C, OCl);
+        // In the model other layers' forwards reuse the gathered input's buffer before
+        // this layer's backward: so must the backward gather its input again (with SP).
+        if (f->sp && f->g.sp_full) memset(f->g.sp_full, 0xff, sizeof(float) * N * C);  // NaN
         tp_column_backward(&f->g, gdx, gdw, gdb, dout_here, in_here, wp, N, C, OCl);
     } else {
         tp_row_forward(&f->g, got, in_here, wp, bp, N, Cl, OC);

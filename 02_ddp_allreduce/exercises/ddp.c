@@ -1,5 +1,6 @@
-// exercises/ddp.c — YOUR DDP. `make grade-2 PART=ddp` grades it: N ranks with
-// batch B must end with the weights of one process with batch N*B.
+// exercises/ddp.c — YOUR DDP. `make grade-2 PART=ddp_broadcast` and
+// `PART=ddp_sync_grads` grade it: N ranks with batch B must end with the weights of
+// one process with batch N*B.
 #include <stdlib.h>
 
 #include "check.h"
