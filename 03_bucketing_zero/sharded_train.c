@@ -82,6 +82,13 @@ int main(int argc, char **argv) {
     shard_kind_parse(strategy, &sc.kind);
     algo_parse(algo, &sc.algo);
     if (shard_size && sc.kind != SH_HSDP) flags_fail("--shard-size is for --strategy hsdp");
+    // Stage 3's switches do nothing for a strategy that keeps its weights whole.
+    int stage3 = sc.kind == SH_ZERO3 || sc.kind == SH_FSDP || sc.kind == SH_HSDP;
+    if ((no_prefetch || no_reshard) && !stage3)
+        flags_fail("%s is for zero3, fsdp and hsdp (they gather weights; --strategy %s keeps "
+                   "them whole)", no_prefetch ? "--no-prefetch" : "--no-reshard", strategy);
+    if (flag_given(flags, nf, "--fsdp-unit-layers") && sc.kind != SH_FSDP && sc.kind != SH_HSDP)
+        flags_fail("--fsdp-unit-layers is for fsdp and hsdp");
     if (a.elastic && shard_size) flags_fail("--elastic with --shard-size: one rank fewer breaks the "
                                             "shard groups");
     // fp8 keeps its scales per linear layer, known by where its weight lives; ZeRO-3

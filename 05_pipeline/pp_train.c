@@ -72,6 +72,10 @@ int main(int argc, char **argv) {
     if (pp == 0) pp = world / tp;
     if (world % (tp * pp))
         flags_fail("--tp %d x --pp %d does not divide the %d ranks (--np)", tp, pp, world);
+    if (zero1 && world / (tp * pp) == 1)
+        flags_fail("--zero1 shards the optimizer over the data-parallel replicas: with --np %d, "
+                   "--tp %d and --pp %d there is one (use --np %d or more)", world, tp, pp,
+                   2 * tp * pp);
     SchedKind kind;
     sched_parse(sched, &kind);
     char err[512];

@@ -133,6 +133,21 @@ for st in zero2 zero3 fsdp; do
     run "sharded-$st-accum2" bash -c 's3_case accum2 1e-6 3 2 naive "$1" --bucket-mb 0' _ "$st"
 done
 
+# Switches of one strategy given to another would do nothing: refused, naming them.
+s3_refuse() {  # s3_refuse NAME PATTERN BINARY FLAGS...
+    local name=$1 pat=$2 bin=$3 out; shift 3
+    out=$("$BUILD/$bin" --steps 1 --preset tiny --peak-tflops 1 "$@" 2>&1)
+    if [ $? -eq 2 ] && grep -qF -- "$pat" <<<"$out"; then
+        echo "PASS sharded.refuse.$name  $(grep -m1 error <<<"$out" | cut -c1-200)"
+    else
+        echo "FAIL sharded.refuse.$name  want exit 2 and '$pat'; got: $(head -c 300 <<<"$out")"
+    fi
+}
+export -f s3_refuse
+run sharded-refuse-prefetch s3_refuse no_prefetch_ddp "--no-prefetch is for zero3, fsdp and hsdp" sharded_train --np 2 --strategy ddp --no-prefetch
+run sharded-refuse-unit-layers s3_refuse unit_layers_zero2 "--fsdp-unit-layers is for fsdp and hsdp" sharded_train --np 2 --strategy zero2 --fsdp-unit-layers 2
+run sharded-refuse-pp-zero1 s3_refuse pp_zero1_one_replica "there is one (use --np 4 or more)" pp_train --np 2 --pp 2 --zero1
+
 # Faults in the middle of an overlapped step: the stage-02 diagnostics, no hang.
 s3_fault() {  # s3_fault NAME PATTERN FLAGS...
     local name=$1 pattern=$2 out start elapsed rc; shift 2
