@@ -61,6 +61,19 @@ static double max_abs_diff(const float *a, const float *b, size_t n, size_t *at)
     }
     return worst;
 }
+// Where element `at` of the whole model's flat layout lies: "h.1.attn.c_attn.weight[3,7]".
+static const char *where(const GPT *whole, size_t at, char *buf, size_t n) {
+    snprintf(buf, n, "element %zu", at);
+    for (int i = 0; i < whole->n_slices; i++) {
+        const ParamSlice *s = &whole->slices[i];
+        if (at >= s->offset && at < s->offset + s->numel) {
+            size_t e = at - s->offset;
+            snprintf(buf, n, "%s[%zu,%zu]", s->name, e / (size_t)s->cols, e % (size_t)s->cols);
+            break;
+        }
+    }
+    return buf;
+}
 static void *xmalloc(size_t bytes) {
     void *p = calloc(1, bytes + 1);
     CHECK(p, "out of memory");
@@ -376,8 +389,9 @@ static void run_model_checks(TestState *ts, Comm *c, Group *tpg, Group *dpg, int
             rctx.ops->to_host(&rctx, want, ref.grads, P * sizeof(float));
             size_t at;
             v = (Verdict){.err = max_abs_diff(whole, want, P, &at)};
-            snprintf(v.detail, sizeof v.detail, "max |dgrad| %.2e at element %zu (got %.6g, want "
-                     "%.6g)", v.err, at, whole[at], want[at]);
+            char w[96];
+            snprintf(v.detail, sizeof v.detail, "max |dgrad| %.2e at %s (got %.6g, want %.6g)",
+                     v.err, where(&ref, at, w, sizeof w), whole[at], want[at]);
             snprintf(name, sizeof name, "tp.grads.%s", tag);
             report(ts, c, name, v, 1e-4, "every gathered gradient within 1e-4 of one process");
         }
@@ -390,7 +404,8 @@ static void run_model_checks(TestState *ts, Comm *c, Group *tpg, Group *dpg, int
     tp_gather(g, 0, whole);
     size_t at;
     v = (Verdict){.err = max_abs_diff(whole, ref.params, P, &at)};
-    snprintf(v.detail, sizeof v.detail, "max |dw| %.2e at element %zu", v.err, at);
+    char w[96];
+    snprintf(v.detail, sizeof v.detail, "max |dw| %.2e at %s", v.err, where(&ref, at, w, sizeof w));
     snprintf(name, sizeof name, "tp.train.%s", tag);
     report(ts, c, name, v, 1e-4, "weights after 10 AdamW steps within 1e-4 of one process");
 
