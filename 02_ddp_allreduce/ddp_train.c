@@ -114,9 +114,11 @@ int main(int argc, char **argv) {
     train_run(&a, &ctx, &h);
     const CommCounter *k = comm_counters(c);
     if (ctx.rank == 0)
-        log_info("communication (rank 0): all-reduce %llu calls, %.2f MB sent, %.2f MB received",
+        log_info("communication (rank 0): all-reduce %llu calls, %.2f MB sent, %.2f MB received%s",
                  (unsigned long long)k[COLL_ALLREDUCE].calls, k[COLL_ALLREDUCE].bytes_sent / 1e6,
-                 k[COLL_ALLREDUCE].bytes_recv / 1e6);
+                 k[COLL_ALLREDUCE].bytes_recv / 1e6,
+                 al == ALGO_MPI ? " (MPI_Allreduce moves its own bytes, which are not counted "
+                 "here)" : "");
     gpu_comm_free(gc);  // collective; before the stream it uses goes away
     ctx_destroy(&ctx);
     comm_finalize(c);
