@@ -396,7 +396,7 @@ mkdir -p "$OUT"
 BUDGET=${GPU_CHECK_BUDGET:-570}
 START=$SECONDS
 declare -A STATUS FIGURE
-ALL=(build 1 2 3 7 8 9 10 11 6 4 5a 5b)    # the order they run in: 5b, the longest, last
+ALL=(build 1 10 4 11 7 9 2 3 8 6 5a 5b)    # the order they run in: what changed since the last GPU run first, 5b (the longest) last
 TABLE=(build 1 2 3 4 5a 5b 6 7 8 9 10 11)  # the order of the table
 declare -A NAME=([build]="build (CUDA backend)" [1]="1 make gpu-test" [2]="2 gpu-comm 1-4 ranks + NCCL np1"
                  [3]="3 DDP --device cuda = CPU" [4]="4 compute-sanitizer" [5a]="5a GPU suite under ASan"
