@@ -14,7 +14,8 @@ BINS += $(STAGE01_BINS)
 # The objects read the stage's header (the generic rule only knows common/*.h), from
 # exercises/ too (the reference's #include "memory_model.h" works copied there).
 $(MM_OBJS): CFLAGS += -I01_memory_wall
-$(MM_OBJS) $(BUILD)/01_memory_wall/memcalc.o $(BUILD)/01_memory_wall/measure.o \
+$(MM_OBJS) $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memcalc.o \
+  $(BUILD)/01_memory_wall/measure.o \
   $(BUILD)/tests/test_memory_model.o $(BUILD)/tests/test_memory_course.o: 01_memory_wall/memory_model.h
 
 $(BUILD)/memcalc: $(call stage_obj,01_memory_wall/memcalc.c) $(MM_OBJS) $(CORE_OBJS)

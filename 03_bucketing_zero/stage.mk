@@ -10,9 +10,9 @@ S03 := 03_bucketing_zero
 S03_OBJS := $(call stage_obj,$(S03)/buckets.c $(S03)/zero_step.c $(S03)/fsdp_unit.c) \
             $(patsubst %,$(BUILD)/$(S03)/%.o,collectives_v async_coll plan grad_reduce units sharded) \
             $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/baseline_mpi.o
-# The suite's references are the course's: stage 02's DDP and stage 01's calculator
-# built from their reference sources, so that grading this stage's exercises does not
-# compare them with your stage 02 and 01 (which build-ex's ddp_train and memcalc are).
+# The suite's references: stage 02's DDP and stage 01's calculator built from those
+# stages' reference sources, so that grading this stage's exercises does not compare
+# them with your stage 02 and 01 (which build-ex's ddp_train and memcalc are).
 S03_REFS := $(BUILD)/tests/ddp_train_ref $(BUILD)/tests/memcalc_ref
 S03_BINS := $(BUILD)/sharded_train $(BUILD)/tests/test_sharded $(S03_REFS)
 BINS += $(S03_BINS)
@@ -27,6 +27,7 @@ $(BUILD)/sharded_train: $(BUILD)/$(S03)/sharded_train.o $(S03_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(BUILD)/tests/test_sharded: $(BUILD)/tests/test_sharded.o $(S03_OBJS) $(CORE_OBJS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(addprefix $(BUILD)/$(S02)/,ddp.o ring.o collectives.o ddp_train.o): $(wildcard $(S02)/*.h)
 $(BUILD)/tests/ddp_train_ref: $(BUILD)/$(S02)/ddp_train.o $(BUILD)/$(S02)/collectives.o \
   $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o $(BUILD)/$(S02)/baseline_mpi.o \
   $(BUILD)/06_mixed_precision/grad_comm.o $(CORE_OBJS)

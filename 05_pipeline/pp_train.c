@@ -74,8 +74,8 @@ int main(int argc, char **argv) {
         flags_fail("--tp %d x --pp %d does not divide the %d ranks (--np)", tp, pp, world);
     if (zero1 && world / (tp * pp) == 1)
         flags_fail("--zero1 shards the optimizer over the data-parallel replicas: with --np %d, "
-                   "--tp %d and --pp %d there is one (use --np %d or more)", world, tp, pp,
-                   2 * tp * pp);
+                   "--tp %d and --pp %d there is one (use --np %d --pp %d, or more ranks)", world,
+                   tp, pp, 2 * tp * pp, pp);
     SchedKind kind;
     sched_parse(sched, &kind);
     char err[512];

@@ -152,42 +152,50 @@ for i in "${!names[@]}"; do
     total=$((total + points[i])); score=$((score + got))
     printf '%-22s %4d/%-4d %4d/%-4d\n' "$part" "$pass" "$all" "$got" "${points[$i]}"
     [ ${#problems[@]} -eq 0 ] && continue
+    # What is printed for the part is kept in `shown` too: the hint about earlier
+    # stages below reads only what the learner can see.
+    shown=
+    say() { printf '%s\n' "$1"; shown+="$1"$'\n'; }
     for k in "${!problems[@]}"; do
-        [ "$k" -ge 3 ] && { echo "    ... and $(( ${#problems[@]} - 3 )) more"; break; }
-        echo "    ${problems[$k]}"
+        [ "$k" -ge 3 ] && { say "    ... and $(( ${#problems[@]} - 3 )) more"; break; }
+        say "    ${problems[$k]}"
     done
     for k in "${!runs[@]}"; do
-        [ "$k" -ge 2 ] && { echo "    ... and $(( ${#runs[@]} - 2 )) more failing tests"; break; }
-        r=${runs[$k]}
+        [ "$k" -ge 2 ] && { say "    ... and $(( ${#runs[@]} - 2 )) more failing tests"; break; }
+        r=${runs[$k]} lines=
         if [ -n "${abnormal[$r]:-}" ]; then
-            echo "    test $r ended abnormally: ${abnormal[$r]}; its last lines:"
-            printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 6 |
-                cut -c1-600 | sed 's/^/        /'
+            say "    test $r ended abnormally: ${abnormal[$r]}; its last lines:"
+            lines=$(printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 6 |
+                    cut -c1-600 | sed 's/^/        /')
         elif printf '%s' "${tail_of[$r]:-}" | grep -q -v -E '^(PASS|FAIL|PLAN) |^$'; then
-            echo "    test $r said:"
-            printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 4 |
-                cut -c1-400 | sed 's/^/        /'
+            say "    test $r said:"
+            lines=$(printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 4 |
+                    cut -c1-400 | sed 's/^/        /')
         fi
+        [ -n "$lines" ] && say "$lines"
         if [ -n "${ungraded_fail[$r]:-}" ]; then
-            echo "    test $r also failed (not graded, but it may be the cause):"
-            printf '%s' "${ungraded_fail[$r]}" | head -n 2 | cut -c1-500 | sed 's/^/        /'
+            say "    test $r also failed (not graded, but it may be the cause):"
+            # one line per check (each rank may report the same one)
+            say "$(printf '%s' "${ungraded_fail[$r]}" | awk '!seen[$2]++' | head -n 2 | cut -c1-500 |
+                   sed 's/^/        /')"
         fi
-        [ -n "${rerun[$r]:-}" ] && echo "    rerun alone: ${rerun[$r]}"
-        # Every stage's exercises are built in: an error in an earlier stage's code
-        # means that stage's exercise, not this one's.
-        for st in $(printf '%s\n%s\n%s' "${problems[*]}" "${tail_of[$r]:-}" "${ungraded_fail[$r]:-}" |
-                    grep -o '\b0[1-7]_[a-z_]*/' | sort -u | cut -c1-2); do
-            if [ "$((10#$st))" -lt "$((10#$n))" ] && [[ " ${hinted:-} " != *" $st "* ]]; then
-                hinted="${hinted:-} $st"
-                echo "    note: this runs your stage $st exercises too (stage $st's code is named above):" \
-                     "make grade-$((10#$st)) first"
-            fi
-        done
+        [ -n "${rerun[$r]:-}" ] && say "    rerun alone: ${rerun[$r]}"
+    done
+    # Every stage's exercises are built in: a failure shown in an earlier stage's
+    # files may be that stage's unfinished exercise, not this one's.
+    for st in $(printf '%s' "$shown" | grep -o '\b0[1-7]_[a-z_]*/' | sort -u | cut -c1-2); do
+        if [ "$((10#$st))" -lt "$((10#$n))" ] && [[ " ${hinted:-} " != *" $st "* ]]; then
+            hinted="${hinted:-} $st"
+            echo "    note: the failure above is in stage $st's code, which runs your stage $st" \
+                 "exercises too: make grade-$((10#$st)) first"
+        fi
     done
 done
 if [ "$full" = 0 ] && [ "$BUILD" = build-ex ] && [ "$((10#$n))" -gt 1 ]; then
+    earlier="make grade-1"
+    [ "$((10#$n))" -gt 2 ] && earlier="make grade-1 ... make grade-$((10#$n - 1))"
     echo "(every stage's exercises are built in: a check here can fail in an earlier stage's"
-    echo " code you have not finished; make grade-1 ... make grade-$((10#$n - 1)) say which)"
+    echo " code you have not finished; $earlier say which)"
 fi
 if [ "$have_mpi" = 0 ] && grep -q 'mpi:' "$parts_file"; then
     echo "(checks over MPI not expected: no mpirun, or $BUILD was built without mpicc)"

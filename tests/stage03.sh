@@ -146,7 +146,7 @@ s3_refuse() {  # s3_refuse NAME PATTERN BINARY FLAGS...
 export -f s3_refuse
 run sharded-refuse-prefetch s3_refuse no_prefetch_ddp "--no-prefetch is for zero3, fsdp and hsdp" sharded_train --np 2 --strategy ddp --no-prefetch
 run sharded-refuse-unit-layers s3_refuse unit_layers_zero2 "--fsdp-unit-layers is for fsdp and hsdp" sharded_train --np 2 --strategy zero2 --fsdp-unit-layers 2
-run sharded-refuse-pp-zero1 s3_refuse pp_zero1_one_replica "there is one (use --np 4 or more)" pp_train --np 2 --pp 2 --zero1
+run sharded-refuse-pp-zero1 s3_refuse pp_zero1_one_replica "there is one (use --np 4 --pp 2" pp_train --np 2 --pp 2 --zero1
 
 # Faults in the middle of an overlapped step: the stage-02 diagnostics, no hang.
 s3_fault() {  # s3_fault NAME PATTERN FLAGS...

@@ -47,11 +47,12 @@ s7_trial() {  # s7_trial SEED LAYOUT_INDEX... (one trial per seed, cycling the l
         # shellcheck disable=SC2086
         s7_reference "$tag" "$bin" $args || return 1
         rm -rf "$d" && mkdir -p "$d"
-        # (In a subshell whose stderr is dropped: bash's own "Killed" line for the
-        # process the fault kills on purpose is no failure.)
+        # (In a group whose stderr is dropped: bash's own "Killed" line for the process
+        # the fault kills on purpose is no failure. A subshell would not do: bash execs
+        # its one command, and the outer shell reports the kill.)
         # shellcheck disable=SC2086
-        ("$BUILD/$bin" $args $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 \
-            --inject "kill,step=random,rank=random,seed=$seed" >"$d/kill.log" 2>&1) 2>/dev/null
+        { "$BUILD/$bin" $args $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 \
+            --inject "kill,step=random,rank=random,seed=$seed" >"$d/kill.log" 2>&1; } 2>/dev/null
         local rc=$? what
         what=$(grep -ho 'rank [0-9]*: injected death [a-z0-9 -]*' "$d/kill.log" | head -n 1)
         # shellcheck disable=SC2086
