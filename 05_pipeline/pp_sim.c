@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
                 "time, each rank's busy and idle time, the bubble beside the textbook formulas.");
     SchedKind kind;
     sched_parse(sched, &kind);
-    if (v == 0) v = kind == SCHED_INTERLEAVED ? 2 : 1;
+    v = sched_chunks(kind, v);
     char err[512];
     PPSchedule *S = sched_build(kind, p, m, v, err, sizeof err);
     if (!S) flags_fail("%s%s", err, strstr(err, "micro-batches") ? " (m is --microbatches)" : "");

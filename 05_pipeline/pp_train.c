@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
     SchedKind kind;
     sched_parse(sched, &kind);
     char err[512];
-    if (chunks == 0) chunks = kind == SCHED_INTERLEAVED ? 2 : 1;
+    chunks = sched_chunks(kind, chunks);
     if (pp_error(&cfg, pp, chunks, err, sizeof err)) flags_fail("%s", err);
     if (gpt_tp_error(&cfg, tp, sp, a.batch, cfg.seq_len, err, sizeof err)) flags_fail("%s", err);
     if (kind == SCHED_ZB_H1 && tp > 1)

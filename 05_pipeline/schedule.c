@@ -17,6 +17,10 @@ int sched_parse(const char *s, SchedKind *out) {
     return -1;
 }
 
+int sched_chunks(SchedKind k, int given) {
+    return given ? given : k == SCHED_INTERLEAVED ? 2 : 1;
+}
+
 PPSchedule *sched_build(SchedKind k, int p, int m, int v, char *err, size_t n) {
     if (p < 1 || p > PP_MAX_STAGES || m < 1 || v < 1) {
         snprintf(err, n, "a pipeline needs 1 <= --pp <= %d, m >= 1 micro-batches and --chunks >= 1 "

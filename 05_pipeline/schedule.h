@@ -51,6 +51,8 @@ typedef struct {
 typedef enum { SCHED_GPIPE = 0, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_COUNT } SchedKind;
 const char *sched_name(SchedKind k);              // "gpipe", "1f1b", "interleaved", "zb-h1"
 int sched_parse(const char *s, SchedKind *out);   // 0 on success
+// --chunks as given (0: the schedule's own: 2 interleaved, 1 otherwise).
+int sched_chunks(SchedKind k, int given);
 
 // Builds the schedule of kind k for p ranks, m micro-batches, v chunks per rank
 // (1 unless interleaved). Returns NULL and a message naming the flags in err when

@@ -339,6 +339,8 @@ void gpt_free(GPT *g);
 // [begin, end) element range of a group in the flat buffers.
 void gpt_group_range(const GPT *g, int group, size_t *begin, size_t *end);
 const ParamSlice *gpt_find_slice(const GPT *g, const char *name);
+// The tensor holding element `element` of the flat layout; NULL past the end.
+const ParamSlice *gpt_slice_at(const GPT *g, size_t element);
 
 // Copies a batch's token ids (and targets, if not NULL) into g->acts, checking
 // every id against the vocabulary: what gpt_forward does first. The pieces below

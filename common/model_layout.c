@@ -206,6 +206,13 @@ const ParamSlice *gpt_find_slice(const GPT *g, const char *name) {
     return NULL;
 }
 
+const ParamSlice *gpt_slice_at(const GPT *g, size_t element) {
+    for (int i = 0; i < g->n_slices; i++)
+        if (element >= g->slices[i].offset && element < g->slices[i].offset + g->slices[i].numel)
+            return &g->slices[i];
+    return NULL;
+}
+
 // ---------------------------------------------------------------- set-up
 
 void gpt_init_layout_part(GPT *g, Ctx *ctx, const GPTConfig *cfg, const GPTPart *part) {

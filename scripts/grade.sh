@@ -129,6 +129,9 @@ while IFS= read -r line; do
 done <"$out"
 
 # ---------------------------------------------------------------- score
+# What is printed for a part is kept in `shown` too: the hint about earlier stages
+# reads only what the learner can see.
+say() { printf '%s\n' "$1"; shown+="$1"$'\n'; }
 total=0 score=0 full=1
 printf '%-22s %9s %9s\n' part checks score
 for i in "${!names[@]}"; do
@@ -152,10 +155,7 @@ for i in "${!names[@]}"; do
     total=$((total + points[i])); score=$((score + got))
     printf '%-22s %4d/%-4d %4d/%-4d\n' "$part" "$pass" "$all" "$got" "${points[$i]}"
     [ ${#problems[@]} -eq 0 ] && continue
-    # What is printed for the part is kept in `shown` too: the hint about earlier
-    # stages below reads only what the learner can see.
     shown=
-    say() { printf '%s\n' "$1"; shown+="$1"$'\n'; }
     for k in "${!problems[@]}"; do
         [ "$k" -ge 3 ] && { say "    ... and $(( ${#problems[@]} - 3 )) more"; break; }
         say "    ${problems[$k]}"

@@ -59,6 +59,19 @@ all_caught() {  # all_caught OUT: 0 once every part in $STOP_WHEN_CAUGHT has fai
     return 0
 }
 
+# A bad input refused as the course promises: COMMAND exits 2 with a message holding
+# PATTERN (a fixed string), before any rank starts. Prints CHECK's PASS or FAIL line.
+refused() {  # refused CHECK PATTERN COMMAND...
+    local check=$1 pat=$2 out rc; shift 2
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "$pat" <<<"$out" && ! grep -q '^\[rank' <<<"$out"; then
+        echo "PASS $check  $(grep -m1 error <<<"$out" | cut -c1-200)"
+    else
+        echo "FAIL $check  want exit 2 and '$pat'; got exit $rc: $(head -c 300 <<<"$out")"
+    fi
+}
+export -f refused
+
 run() {  # run NAME COMMAND...
     local name=$1; shift
     if [ -n "${ONLY:-}" ] && ! [[ " ${ONLY//,/ } " == *" $name "* ]]; then return 0; fi

@@ -272,14 +272,10 @@ s6_packed_interleaved() {
 run mp-packed-pp-interleaved s6_packed_interleaved
 
 # Refusals, before any rank starts: what cannot work is named.
-s6_refuse() {  # s6_refuse NAME PATTERN BINARY FLAGS...
-    local name=$1 pat=$2 bin=$3 out; shift 3
-    out=$("$BUILD/$bin" $S6_MODEL --steps 1 "$@" 2>&1)
-    if [ $? -eq 2 ] && grep -qF -- "$pat" <<<"$out" && ! grep -q '^\[rank' <<<"$out"; then
-        echo "PASS mp.refuse.$name  $(grep -m1 error <<<"$out" | cut -c1-200)"
-    else
-        echo "FAIL mp.refuse.$name  want exit 2 and '$pat'; got: $(head -c 300 <<<"$out")"
-    fi
+s6_refuse() {  # s6_refuse NAME PATTERN BINARY FLAGS...  (run.sh's refused)
+    local name=$1 pat=$2 bin=$3; shift 3
+    # shellcheck disable=SC2086
+    refused "mp.refuse.$name" "$pat" "$BUILD/$bin" $S6_MODEL --steps 1 "$@"
 }
 export -f s6_refuse
 run mp-refuse-zb-full s6_refuse zb_full "not with --recompute full" pp_train --np 2 --pp 2 --schedule zb-h1 --recompute full

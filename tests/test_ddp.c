@@ -54,10 +54,8 @@ static float *host_params(Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
 }
 
 static const char *slice_of(const GPT *g, size_t i) {
-    for (int s = 0; s < g->n_slices; s++)
-        if (i >= g->slices[s].offset && i < g->slices[s].offset + g->slices[s].numel)
-            return g->slices[s].name;
-    return "?";
+    const ParamSlice *s = gpt_slice_at(g, i);
+    return s ? s->name : "?";
 }
 
 // Compares got with want: relative error, least-squares scale, worst element.

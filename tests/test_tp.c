@@ -63,15 +63,10 @@ static double max_abs_diff(const float *a, const float *b, size_t n, size_t *at)
 }
 // Where element `at` of the whole model's flat layout lies: "h.1.attn.c_attn.weight[3,7]".
 static const char *where(const GPT *whole, size_t at, char *buf, size_t n) {
-    snprintf(buf, n, "element %zu", at);
-    for (int i = 0; i < whole->n_slices; i++) {
-        const ParamSlice *s = &whole->slices[i];
-        if (at >= s->offset && at < s->offset + s->numel) {
-            size_t e = at - s->offset;
-            snprintf(buf, n, "%s[%zu,%zu]", s->name, e / (size_t)s->cols, e % (size_t)s->cols);
-            break;
-        }
-    }
+    const ParamSlice *s = gpt_slice_at(whole, at);
+    if (!s) snprintf(buf, n, "element %zu", at);
+    else snprintf(buf, n, "%s[%zu,%zu]", s->name, (at - s->offset) / (size_t)s->cols,
+                  (at - s->offset) % (size_t)s->cols);
     return buf;
 }
 static void *xmalloc(size_t bytes) {
