@@ -26,11 +26,11 @@ typedef struct Ctx {
     // What the linear layers' GEMMs (ops->matmul_forward/backward) read:
     // DT_F32 (the default; ctx_init sets it), or DT_BF16 when every input they are
     // given is known to hold a bf16-representable value, so that converting it to
-    // bf16 loses nothing (stage 06's bf16 recipes set it: gpt_set_precision). The
-    // CUDA backend then runs its GEMMs on the tensor cores in bf16 with an fp32
-    // accumulator; the CPU backend ignores it (ops.h, matmul_forward). One per Ctx:
-    // every model on a context shares it (the chunks of a pipeline stage take the
-    // same recipe).
+    // bf16 loses nothing (stage 06's bf16 recipes). The CUDA backend then runs its
+    // GEMMs on the tensor cores in bf16 with an fp32 accumulator; the CPU backend
+    // ignores it (ops.h, matmul_forward). A model sets it to its recipe's before it
+    // computes (model_internal.h's gpt_claim_gemm), so models of different recipes
+    // may share a context; code that calls the ops directly sets it itself.
     DType gemm_dtype;
 } Ctx;
 

@@ -15,6 +15,7 @@
 
 // Tells the strategy (if any) that a group's weights or gradients are about to be used.
 void gpt_use(GPT *g, int group, int need) {
+    gpt_claim_gemm(g);
     if (g->use_hook) g->use_hook(g, group, need, g->use_arg);
     CHECK(!(need & GPT_NEED_PARAMS) || g->gparams[group], "group %d's weights are not "
           "materialised (a sharded strategy must gather them in its use hook)", group);
@@ -92,10 +93,8 @@ void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
     g->prec.loss_scale = 1.0f;
     g->prec.seed = seed;
     // Every GEMM input is now a bf16 value (rounded where written): the backend may
-    // read them as bf16 (ctx.h's gemm_dtype; the CUDA tensor cores). Not for fp16
-    // (11 significant bits to bf16's 8), nor fp8, whose GEMMs read fp8(x s) / s with
-    // s = fp8_max / amax, not a power of two: the quotient has up to 24 bits.
-    g->ctx->gemm_dtype = g->prec.dtype == DT_BF16 && r != PREC_FP8 ? DT_BF16 : DT_F32;
+    // read them as bf16 (the CUDA tensor cores; gpt_claim_gemm, again before each use).
+    gpt_claim_gemm(g);
     // The weights the model computes with: the recipe's dtype from here on.
     if (g->params) gpt_round(g, g->params, g->n_params);
 }
@@ -206,6 +205,7 @@ void gpt_attention_forward(GPT *g, const LayerActs *a, int B, int T) {
 // Shapes in the blocks are this rank's: with tensor parallelism over t ranks each
 // holds NH/t heads (C/t of the attention's width) and 4C/t of the MLP's.
 void gpt_layer_forward(GPT *g, const LayerActs *a, const float *x, int l, int B, int T) {
+    gpt_claim_gemm(g);  // called without gpt_use by the recompute and the tests
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
     const GPTParallelOps *P = gpt_layers(g);

@@ -76,6 +76,7 @@ void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int
 
 void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, int l, int B,
                         int T) {
+    gpt_claim_gemm(g);
     Ctx *ctx = g->ctx;
     const Ops *o = ctx->ops;
     const GPTParallelOps *P = gpt_layers(g);

@@ -19,8 +19,18 @@ static inline int block_slice(int l, int k) { return 2 + l * GPT_BLOCK_TENSORS +
 static inline int lnf_slice(const GPT *g) { return 2 + GPT_BLOCK_TENSORS * g->cfg.n_layer; }
 
 // Tells the strategy (if any) that a group's weights or gradients are about to be
-// used, and checks that they are there.
+// used, and checks that they are there. Also claims the context's GEMMs for this
+// model (gpt_claim_gemm).
 void gpt_use(GPT *g, int group, int need);
+// What the context's linear GEMMs read (ctx.h's gemm_dtype) is this model's recipe's:
+// bf16 for the bf16 recipes but fp8, whose GEMMs read fp8(x s) / s with s =
+// fp8_max / amax, not a power of two (up to 24 significant bits), and fp32 else (fp16
+// has 11 significant bits to bf16's 8). Set by every model before it computes, so
+// that models of different recipes can share a context.
+static inline void gpt_claim_gemm(const GPT *g) {
+    g->ctx->gemm_dtype =
+        g->prec.dtype == DT_BF16 && g->prec.recipe != PREC_FP8 ? DT_BF16 : DT_F32;
+}
 // The layers: the serial ones, or tensor parallelism's (g->tp.ops).
 const GPTParallelOps *gpt_layers(const GPT *g);
 // Token rows of the residual stream on this rank: N/t with sequence parallelism.

@@ -27,6 +27,12 @@
 //                    gives bitwise the GEMM of x and w cast to E4M3 (dy to E5M2) with
 //                    the scales of its amax histories: 1 at the first step (empty), then
 //                    448 / amax (57344 / amax for dy) of the step before.
+// mp.gemm_dtype.per_model  models of different recipes on one context: each one's
+//                    forward and backward run with the context's GEMMs reading its own
+//                    recipe's type (bf16 for mixed-bf16, fp32 for fp32 and fp8), not the
+//                    type of whichever model set its precision last. (The CPU backend
+//                    ignores the type; on the GPU a stale bf16 would round an fp32
+//                    model's GEMM inputs.)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,16 +143,57 @@ static void test_fp8_linear(TestState *ts, Ctx *ctx) {
     gpt_free(&g);
 }
 
+// Forward and backward of g, then what the context's GEMMs read.
+static DType gemm_after(GPT *g, const int *tokens, int B, int T) {
+    gpt_forward(g, tokens, tokens, B, T);
+    DType fwd = g->ctx->gemm_dtype;
+    gpt_zero_grad(g);
+    gpt_backward(g, 1.0f);
+    return fwd == g->ctx->gemm_dtype ? fwd : DT_COUNT;  // DT_COUNT: they differed
+}
+
+static void test_gemm_dtype_per_model(TestState *ts, Ctx *ctx) {
+    GPTConfig cfg = {.n_layer = 1, .n_embd = 32, .n_head = 2, .seq_len = 8, .vocab = 64};
+    GPTRecipe recipes[3] = {PREC_FP32, PREC_MIXED_BF16, PREC_FP8};
+    const DType want[3] = {DT_F32, DT_BF16, DT_F32};
+    GPT m[3];
+    for (int i = 0; i < 3; i++) {  // all three built first: the fp8 model set its recipe last
+        gpt_init(&m[i], ctx, &cfg, 5);
+        gpt_set_precision(&m[i], recipes[i], 1);
+        gpt_alloc_grads(&m[i]);
+        gpt_alloc_acts(&m[i], 2, 8);
+    }
+    int tokens[16];
+    for (int i = 0; i < 16; i++) tokens[i] = (i * 7) % 64;
+    const int order[5] = {1, 0, 2, 1, 0};  // every change of recipe, both ways
+    int ok = 1, bad = -1;
+    DType got = DT_F32;
+    for (int k = 0; k < 5 && ok; k++) {
+        got = gemm_after(&m[order[k]], tokens, 2, 8);
+        if (got != want[order[k]]) ok = 0, bad = order[k];
+    }
+    if (ok)
+        test_report(ts, 1, "mp.gemm_dtype.per_model", "fp32, mixed-bf16, fp8 models on one "
+                    "context, in turn: each computed with its own GEMM type");
+    else
+        test_report(ts, 0, "mp.gemm_dtype.per_model", "the %s model's forward/backward ran "
+                    "with the context's GEMMs reading %s", gpt_recipe_name(recipes[bad]),
+                    got == DT_COUNT ? "another type in backward than in forward" :
+                    dtype_name(got));
+    for (int i = 0; i < 3; i++) gpt_free(&m[i]);
+}
+
 int main(void) {
     TestState ts = {0, 0};
     Ctx ctx;
     ctx_init(&ctx, DEV_CPU, 1, 0);
     printf("PLAN mp.ops.bf16.matmul\nPLAN mp.ops.bf16.matmul_tight\nPLAN mp.ops.fp16.matmul\n"
            "PLAN mp.ops.fp16.matmul_tight\nPLAN mp.fp8.linear.forward\n"
-           "PLAN mp.fp8.linear.backward\n");
+           "PLAN mp.fp8.linear.backward\nPLAN mp.gemm_dtype.per_model\n");
     test_matmul(&ts, &ctx, DT_BF16, "bf16", 0x1p-8, 0x1p-134);
     test_matmul(&ts, &ctx, DT_F16, "fp16", 0x1p-11, 0x1p-25);
     test_fp8_linear(&ts, &ctx);
+    test_gemm_dtype_per_model(&ts, &ctx);
     ctx_destroy(&ctx);
     printf("%d passed, %d failed\n", ts.passed, ts.failed);
     return ts.failed ? 1 : 0;
