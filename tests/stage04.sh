@@ -40,7 +40,7 @@ s4_driver() {  # s4_driver NAME NP TP [FLAGS...]
     if ! "$BUILD/tp_train" --np "$np" --tp "$tp" --timeout 20 $S4_MODEL $S4_TRAIN "$@" \
             --save-params "$f.safetensors" >"$f.log" 2>&1; then
         echo "FAIL tp.driver.$name  the run failed: $(grep -m1 -E 'error|killed' "$f.log" | cut -c1-300)"
-        tail -n 5 "$f.log"
+        grep -v "^launcher: " "$f.log" | tail -n 5  # the error, not the launcher's exit lines
         return
     fi
     "$BUILD/tests/compare_params" "$f.safetensors" "$ref.safetensors" 1e-5 "tp.driver.$name"
@@ -96,7 +96,7 @@ if mpi_built; then
             "$BUILD/tests/compare_params" "$f.safetensors" "$ref.safetensors" 1e-5 "$name"
         else
             echo "FAIL $name  the run failed: $(grep -m1 -E 'error' "$f.log" | cut -c1-300)"
-            tail -n 6 "$f.log"
+            grep -v "^launcher: " "$f.log" | tail -n 6
         fi
     }
     run tp-mpi s4_mpi
