@@ -9,6 +9,7 @@
 
 #include <cuda_bf16.h>
 
+#include "cuda_round.cuh"
 #include "ops_cuda_internal.cuh"
 
 // ---------------------------------------------------------------- column sums
@@ -445,8 +446,12 @@ static AttOperand rows_of(const float *x, const __nv_bfloat16 *xb, int T, int C,
     return (AttOperand){x, xb, (long long)T * C, C, hs};
 }
 
-// One warp per row of scores, in place: row t keeps columns 0..t (causal).
-__global__ void causal_softmax_kernel(float *att, int rows, int T) {
+// One warp per row of scores, in place: row t keeps columns 0..t (causal). Each
+// probability is rounded to rt as it is written (the recipe's type; through() is
+// ops->round_to's element) and, when `copy` is given (bf16), also stored there in
+// bf16 for the att @ v GEMM: one pass where three (softmax, round, copy) were.
+__global__ void causal_softmax_kernel(float *att, __nv_bfloat16 *copy, int rows, int T,
+                                      DType rt) {
     int row = WARP_ROW;
     if (row >= rows) return;
     int t = row % T;
@@ -459,9 +464,12 @@ __global__ void causal_softmax_kernel(float *att, int rows, int T) {
         sum += a[j];
     }
     float inv = 1.0f / warp_reduce(sum, SumOp());
-    for (int j = LANE; j < T; j += 32) a[j] = j <= t ? a[j] * inv : 0.0f;
+    for (int j = LANE; j < T; j += 32) {
+        float p = j <= t ? through(a[j] * inv, rt) : 0.0f;
+        a[j] = p;
+        if (copy) copy[(size_t)row * T + j] = __float2bfloat16_rn(p);  // exact: p is bf16
+    }
 }
-
 
 void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, int B,
                                    int T, int C, int NH, DType rt) {
@@ -474,18 +482,20 @@ void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, 
     // att(T,T) = q k^T / sqrt(hs): the full square
     att_gemm(ctx, B, NH, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, qkv_part(qkv, qkvb, 1, T, C, hs),
              qkv_part(qkv, qkvb, 0, T, C, hs), 0.0f, att, (long long)NH * T * T, T, (long long)T * T);
-    if (rows) causal_softmax_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(att, (int)rows, T);
+    __nv_bfloat16 *attb = s ? s + bf16_slot(nq) : NULL;  // att rounded, and its bf16 copy
+    if (rows)
+        causal_softmax_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(att, attb, (int)rows, T, rt);
     CUDA_CHECK_LAUNCH();
-    if (rt != DT_F32) cuda_round_to(ctx, att, na, rt);
-    const __nv_bfloat16 *attb = s ? to_bf16(ctx, s + bf16_slot(nq), att, na) : NULL;
     // out(T,hs) = att(T,T) @ v(T,hs), head h at columns h*hs
     att_gemm(ctx, B, NH, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, qkv_part(qkv, qkvb, 2, T, C, hs),
              square(att, attb, T, NH), 0.0f, out, (long long)T * C, C, hs);
 }
 
 // Softmax backward, one warp per row, in place on datt:
-// ds[t,j] = att[t,j] * (datt[t,j] - sum_i att[t,i] datt[t,i]) for j <= t, else 0.
-__global__ void softmax_backward_kernel(float *ds, const float *att, int rows, int T) {
+// ds[t,j] = att[t,j] * (datt[t,j] - sum_i att[t,i] datt[t,i]) for j <= t, else 0,
+// rounded to rt as it is written and, with `copy` (bf16), stored there in bf16 too.
+__global__ void softmax_backward_kernel(float *ds, __nv_bfloat16 *copy, const float *att, int rows,
+                                        int T, DType rt) {
     int row = WARP_ROW;
     if (row >= rows) return;
     int t = row % T;
@@ -494,7 +504,11 @@ __global__ void softmax_backward_kernel(float *ds, const float *att, int rows, i
     float dot = 0.0f;
     for (int j = LANE; j <= t; j += 32) dot += p[j] * d[j];
     dot = warp_reduce(dot, SumOp());
-    for (int j = LANE; j < T; j += 32) d[j] = j <= t ? p[j] * (d[j] - dot) : 0.0f;
+    for (int j = LANE; j < T; j += 32) {
+        float v = j <= t ? through(p[j] * (d[j] - dot), rt) : 0.0f;
+        d[j] = v;
+        if (copy) copy[(size_t)row * T + j] = __float2bfloat16_rn(v);
+    }
 }
 
 void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout,
@@ -517,12 +531,13 @@ void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout
     // datt(T,T) = dy(T,hs) @ v^T, into ds
     att_gemm(ctx, B, NH, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, qkv_part(qkv, qkvb, 2, T, C, hs),
              rows_of(dout, dyb, T, C, hs), 0.0f, ds, (long long)NH * TT, T, TT);
+    // ds rounded, and its bf16 copy over att's (the dv GEMM above has read that: the
+    // stream runs in order)
+    __nv_bfloat16 *dsb = sq;
     if (rows)
-        softmax_backward_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(ds, att, (int)rows, T);
+        softmax_backward_kernel<<<row_grid(rows), BLOCK, 0, stream(ctx)>>>(ds, dsb, att, (int)rows,
+                                                                           T, rt);
     CUDA_CHECK_LAUNCH();
-    if (rt != DT_F32) cuda_round_to(ctx, ds, na, rt);
-    // (the dv GEMM above has read att's copy: the stream runs in order)
-    const __nv_bfloat16 *dsb = s ? to_bf16(ctx, sq, ds, na) : NULL;
     // dq(T,hs) += ds(T,T) @ k(T,hs) / sqrt(hs)
     att_gemm(ctx, B, NH, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, scale, qkv_part(qkv, qkvb, 1, T, C, hs),
              square(ds, dsb, T, NH), 1.0f, dqkv, (long long)T * C3, (int)C3, hs);
