@@ -13,8 +13,9 @@
 #      Only the tests that reported those parts' checks in the reference run are
 #      run for a mutant (grade.sh with ONLY= and PART=): the rest cannot change.
 #      And they stop as soon as each of those parts has a check that FAILED
-#      (tests/run.sh's STOP_WHEN_CAUGHT): the mutant is caught, by a failing check
-#      of its own parts, not merely by checks left unreported.
+#      (tests/run.sh's STOP_WHEN_CAUGHT). A part counts as caught when it scores
+#      less than full marks: by a failing check, or by a check that never reported
+#      (its test crashed or hung first), which grading counts as failed.
 # Mutants are built in build-mut/, a copy of the tree and of build/ with the one
 # patched file rebuilt. Prints one PASS/FAIL line per proof and "N passed, N failed".
 #

@@ -5,8 +5,10 @@
 // Prints one line, "PASS NAME ..." or "FAIL NAME ...", with ||a - b|| / ||b|| over
 // the "params" tensors (computed in double) against TOL, and the element that
 // differs most (index, the layer it belongs to is in the model's slice table).
-// TOL 0 asks for bit-for-bit equality. Exit status 0 either way (the line is the
-// verdict); 2 if a file cannot be read.
+// TOL 0 asks for bit-for-bit equality. Exit status 0 when they compare (the line is
+// the verdict); 2 if a file cannot be read, after a FAIL line that says why (a run
+// that crashed before saving fails its check, whatever the caller does with the
+// status).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,15 +16,15 @@
 
 #include "safetensors.h"
 
-static const StTensor *params(const char *path, StFile *f) {
+static const StTensor *params(const char *path, StFile *f, const char *name) {
     char err[512];
     if (st_load(path, f, err, sizeof err) != 0) {
-        fprintf(stderr, "compare_params: %s\n", err);
+        printf("FAIL %s  cannot compare: %s\n", name, err);
         exit(2);
     }
     const StTensor *t = st_find(f, "params");
     if (!t || t->dtype != DT_F32) {
-        fprintf(stderr, "compare_params: %s has no fp32 tensor named \"params\"\n", path);
+        printf("FAIL %s  cannot compare: %s has no fp32 tensor named \"params\"\n", name, path);
         exit(2);
     }
     return t;
@@ -36,7 +38,7 @@ int main(int argc, char **argv) {
     double tol = atof(argv[3]);
     const char *name = argv[4];
     StFile fa, fb;
-    const StTensor *ta = params(argv[1], &fa), *tb = params(argv[2], &fb);
+    const StTensor *ta = params(argv[1], &fa, name), *tb = params(argv[2], &fb, name);
     size_t n = ta->nbytes / sizeof(float), nb = tb->nbytes / sizeof(float);
     if (n != nb) {
         printf("FAIL %s  %zu params against %zu\n", name, n, nb);
@@ -50,7 +52,7 @@ int main(int argc, char **argv) {
         num += d * d;
         den += (double)b[i] * (double)b[i];
         differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-        if (!(fabs(d) <= worst)) { worst = fabs(d); at = i; }
+        if (!isnan(worst) && !(fabs(d) <= worst)) { worst = fabs(d); at = i; }  // NaN stays worst
     }
     double err = den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
     if (!isfinite(num)) err = INFINITY;

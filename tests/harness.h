@@ -16,6 +16,14 @@
 
 typedef struct { int passed, failed; } TestState;
 
+// Worst errors, with NaN the worst of all and for good: fmax(worst, NaN) is worst (a
+// NaN dropped), and `if (!(d <= worst)) worst = d` forgets a NaN at the next finite d.
+static inline double max_err(double a, double b) {
+    return isnan(a) || isnan(b) ? (double)NAN : a > b ? a : b;
+}
+// 1 if d is worse than worst (then take d, and its index): never once worst is NaN.
+static inline int worse(double d, double worst) { return !isnan(worst) && !(d <= worst); }
+
 // A float's bit pattern, and back (the dtype tests compare bits, NaNs included).
 static inline uint32_t float_bits(float f) {
     uint32_t u;

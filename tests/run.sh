@@ -6,8 +6,8 @@
 #   BUILD=build-ex ONLY=ddp-np3 bash tests/run.sh stage02    one test of a suite, by name
 #
 # Each test prints one line per check: "PASS name ..." or "FAIL name ...", and
-# may announce the checks it is about to run ("PLAN name"), so that a check that
-# never reported can be traced to the test that should have reported it.
+# may announce the checks it is about to run ("PLAN name"): a check announced that
+# never reports PASS, FAIL or SKIP counts as one failure.
 # A program that crashes or times out without printing a FAIL counts as one
 # failure, and any crash or timeout is reported as "CRASH" (the graders look for
 # it). Exit status 77 means "skipped" (e.g. no GPU), counted separately. A test
@@ -85,9 +85,15 @@ run() {  # run NAME COMMAND...
     timeout -k 5 "$TIMEOUT" "$@" >"$out" 2>&1
     rc=$?
     echo "$name $(date +%s.%N) $t0" | awk '{printf "%s %.1f\n", $1, $2 - $3}' >>"$log/times"
-    local p f
+    local p f silent
     p=$(grep -c '^PASS ' "$out")
     f=$(grep -c '^FAIL ' "$out")
+    # Checks announced (PLAN) that never said PASS, FAIL or SKIP: each one has failed
+    # (a wrapper that lost its program's exit status must not pass by saying nothing).
+    silent=$(awk '$1 == "PLAN" {plan[$2] = 1; order[++n] = $2}
+                  $1 == "PASS" || $1 == "FAIL" || $1 == "SKIP" {said[$2] = 1}
+                  END {for (i = 1; i <= n; i++) if (!said[order[i]] && !seen[order[i]]++) print order[i]}' "$out")
+    [ "$rc" -eq 77 ] && silent=
     # What the runner says of the test goes to stdout, and with SUITE_LOG_DIR into the
     # suite's log too (a brace group: the counters below stay in this shell).
     {
@@ -104,6 +110,12 @@ run() {  # run NAME COMMAND...
         tail -n 15 "$out" | sed 's/^/      /'
     elif [ "$f" -gt 0 ]; then
         grep -v -E '^(PASS|SKIP|PLAN) ' "$out" | grep -v '^#' | tail -n 20 | sed 's/^/      /'
+    fi
+    if [ -n "$silent" ]; then
+        local n_silent; n_silent=$(wc -l <<<"$silent")
+        f=$((f + n_silent))
+        sed "s/^/  [$name] FAIL: never reported (announced, then no PASS or FAIL): /" <<<"$silent"
+        [ "$rc" -eq 0 ] && [ "$n_silent" -gt 0 ] && { echo "      last lines:"; tail -n 8 "$out" | sed 's/^/      /'; }
     fi
     [ "$f" -gt 0 ] && echo "  [$name] rerun alone: $rerun"
     if [ -n "${STOP_WHEN_CAUGHT:-}" ] && [ "$f" -gt 0 ] && all_caught "$out"; then

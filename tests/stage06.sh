@@ -27,7 +27,9 @@ export S6_MODEL S6_TRAIN
 
 # s6_bitwise CHECK "FLAGS A" "FLAGS B" BINARY [FLAGS...]: the driver run with A and
 # with B ends with the same weights, bit for bit (cmp of the saved files); the MEM
-# lines' activation peaks are reported.
+# lines' activation peaks are reported, and with S6_SMALLER=1 B's must be smaller
+# than A's (B's flag saves memory: a driver that ignored it would pass on the
+# weights alone).
 s6_bitwise() {
     local check=$1 fa=$2 fb=$3 bin=$4 f="$S6_DIR/$1"; shift 4
     echo "PLAN $check"
@@ -39,11 +41,18 @@ s6_bitwise() {
     local a0 a1
     a0=$(grep -m1 -oE 'activations [0-9.]+[kMG]?B' "$f.a.log" | tail -1)
     a1=$(grep -m1 -oE 'activations [0-9.]+[kMG]?B' "$f.b.log" | tail -1)
-    if cmp -s "$f.a.safetensors" "$f.b.safetensors"; then
-        echo "PASS $check  $bin $* ${fa:-(plain)} vs ${fb:-(plain)}: weights bitwise; peak $a0 -> $a1"
-    else
+    if ! cmp -s "$f.a.safetensors" "$f.b.safetensors"; then
         echo "FAIL $check  $bin $*: the weights with ${fa:-(plain)} and with ${fb:-(plain)} differ"
         return 1
+    elif [ "${S6_SMALLER:-0}" = 1 ] && ! awk -v a="$a0" -v b="$a1" '
+            function bytes(s,  n) { sub(/^activations /, "", s); n = s + 0
+                if (s ~ /kB$/) n *= 1e3; else if (s ~ /MB$/) n *= 1e6; else if (s ~ /GB$/) n *= 1e9
+                return n }
+            BEGIN { exit !(a != "" && b != "" && bytes(b) < bytes(a)) }'; then
+        echo "FAIL $check  $bin $*: weights bitwise, but the activation peak did not shrink with ${fb:-(plain)} (${a0:-?} -> ${a1:-?}): was the flag ignored?"
+        return 1
+    else
+        echo "PASS $check  $bin $* ${fa:-(plain)} vs ${fb:-(plain)}: weights bitwise; peak $a0 -> $a1"
     fi
 }
 export -f s6_bitwise
@@ -52,7 +61,7 @@ export -f s6_bitwise
 # ends with the weights of the same run without it, and its activation peak is smaller.
 s6_recompute() {  # s6_recompute NAME "RECOMPUTE FLAGS" BINARY [FLAGS...]
     local name=$1 level=$2; shift 2
-    s6_bitwise "mp.recompute.driver.$name" "" "--recompute $level" "$@"
+    S6_SMALLER=1 s6_bitwise "mp.recompute.driver.$name" "" "--recompute $level" "$@"
 }
 export -f s6_recompute
 run mp-recompute-train s6_recompute train.full full train
@@ -165,7 +174,7 @@ run mp-tp-sr s6_tp_sr
 # (One micro-batch a step: with gradient accumulation the parts are summed, and the
 # sum rounded, once per step, where without SP every micro-batch rounds its running
 # sum: the same difference as between DDP and ZeRO-2, README §2.)
-run mp-tp-sp-rounding env S6_TRAIN="$S6_TRAIN_MP" bash -c 's6_bitwise mp.tp.sp_equals_no_sp.mixed-bf16 "" "--sp" tp_train --np 2 --tp 2 --batch 4 --precision mixed-bf16'
+run mp-tp-sp-rounding env S6_TRAIN="$S6_TRAIN_MP" S6_SMALLER=1 bash -c 's6_bitwise mp.tp.sp_equals_no_sp.mixed-bf16 "" "--sp" tp_train --np 2 --tp 2 --batch 4 --precision mixed-bf16'
 
 # The sharded strategies in mixed-bf16 send their gradient buckets and gather their
 # weights as bf16 (--grad-comm auto, --param-comm auto): half the bytes of fp32 (the
@@ -249,14 +258,14 @@ run mp-compose-pp env S6_TRAIN="--steps 5 --batch 2 --grad-accum 2 --lr 1e-3 --l
 # The 2-byte activations in the pipeline: every chunk packs its layers, and ZB-H1's
 # weight pass unpacks them once more, after the input-gradient pass; the weights
 # are those of fp32 slots (--acts-fp32), bit for bit.
-run mp-packed-pp-zb s6_bitwise mp.packed.driver.pp2.zb-h1 "--acts-fp32" "" pp_train --np 2 --pp 2 \
+run mp-packed-pp-zb env S6_SMALLER=1 bash -c 's6_bitwise "$@"' _ mp.packed.driver.pp2.zb-h1 "--acts-fp32" "" pp_train --np 2 --pp 2 \
     --schedule zb-h1 --precision mixed-bf16 --timeout 20
 # Interleaved: a rank's chunks share one fp32 layer to compute in (one per rank, not
 # per chunk), so even with one layer a chunk the 2-byte copies take less than fp32
 # slots, on every rank (the MEM lines' activation peaks).
 s6_packed_interleaved() {
     local c=mp.packed.driver.pp2.interleaved f="$S6_DIR/mp.packed.driver.pp2.interleaved" r a b
-    s6_bitwise "$c" "--acts-fp32" "" pp_train --np 2 --pp 2 --schedule interleaved --chunks 2 \
+    S6_SMALLER=1 s6_bitwise "$c" "--acts-fp32" "" pp_train --np 2 --pp 2 --schedule interleaved --chunks 2 \
         --precision mixed-bf16 --timeout 20 || return 1
     echo "PLAN mp.packed.interleaved_smaller"
     for r in 0 1; do
@@ -344,13 +353,18 @@ run mp-grad-bytes s6_grad_bytes
 # On a GPU the bf16 wire goes through host memory (--gpu-comm host): --grad-comm auto
 # keeps fp32 on the GPU's own collectives rather than refuse the default flags, while
 # an explicit --grad-comm bf16 is refused, naming the flag to add. (Here, with no GPU,
-# the auto run gets past the flags to the device probe's error.)
+# the auto run gets past the flags to the device probe's error; on a GPU it trains,
+# with the gradients in fp32.)
 s6_grad_comm_cuda() {
-    local auto bf16
+    local auto bf16 rc
     auto=$("$BUILD/ddp_train" --np 2 --preset tiny --steps 1 --device cuda --precision mixed-bf16 2>&1)
+    rc=$?
     bf16=$("$BUILD/ddp_train" --np 2 --preset tiny --steps 1 --device cuda --precision mixed-bf16 \
            --grad-comm bf16 2>&1)
-    if ! grep -q -- '--grad-comm' <<<"$auto" && grep -q -- 'add --gpu-comm host' <<<"$bf16"; then
+    if ! grep -q -- '--grad-comm' <<<"$auto" &&
+       { grep -q -- '--device cuda: no CUDA device' <<<"$auto" ||
+         { [ "$rc" -eq 0 ] && ! grep -q 'gradients sent as bf16' <<<"$auto"; }; } &&
+       grep -q -- 'add --gpu-comm host' <<<"$bf16"; then
         echo "PASS mp.grad_comm.auto_on_cuda  auto: '$(head -c 90 <<<"$auto")'; bf16: '$(head -c 90 <<<"$bf16")'"
     else
         echo "FAIL mp.grad_comm.auto_on_cuda  auto: '$(head -c 200 <<<"$auto")'; bf16: '$(head -c 200 <<<"$bf16")'"

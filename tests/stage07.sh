@@ -34,8 +34,10 @@ s7_reference() {  # s7_reference TAG BIN FLAGS... -> $S7_DIR/ref.TAG.safetensors
 }
 export -f s7_reference
 
-# Kill a rank (random step and rank, from a seed), resume from the checkpoints, and
-# compare the final weights with the uninterrupted run's: bitwise (cmp).
+# Kill a rank (a step after the first checkpoint, 4..10 from the seed, and a random
+# rank), resume from the checkpoints, and compare the final weights with the
+# uninterrupted run's: bitwise (cmp). The resume must say which checkpoint it loaded:
+# a run that started over would end with the same weights and prove nothing.
 s7_trial() {  # s7_trial SEED LAYOUT_INDEX... (one trial per seed, cycling the layouts)
     local bad=0 seed
     for seed in "$@"; do echo "PLAN s7.resume.bitwise.seed$seed"; done
@@ -52,7 +54,7 @@ s7_trial() {  # s7_trial SEED LAYOUT_INDEX... (one trial per seed, cycling the l
         # its one command, and the outer shell reports the kill.)
         # shellcheck disable=SC2086
         { "$BUILD/$bin" $args $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 \
-            --inject "kill,step=random,rank=random,seed=$seed" >"$d/kill.log" 2>&1; } 2>/dev/null
+            --inject "kill,step=$((4 + seed % 7)),rank=random,seed=$seed" >"$d/kill.log" 2>&1; } 2>/dev/null
         local rc=$? what
         what=$(grep -ho 'rank [0-9]*: injected death [a-z0-9 -]*' "$d/kill.log" | head -n 1)
         # shellcheck disable=SC2086
@@ -64,10 +66,13 @@ s7_trial() {  # s7_trial SEED LAYOUT_INDEX... (one trial per seed, cycling the l
         fi
         local from
         from=$(grep -ho 'resumed from [^ ]* (step [0-9]*)' "$d/resume.log" | head -n 1 | sed 's#from .*/#from #')
-        if cmp -s "$d/resumed.safetensors" "$S7_DIR/ref.$tag.safetensors"; then
-            echo "PASS s7.resume.bitwise.seed$seed  $layout: ${what:-killed}; ${from:-from step 0}; final weights bitwise those of the uninterrupted run"
+        if [ -z "$what" ] || ! [[ "$from" =~ \(step\ [1-9][0-9]*\) ]]; then
+            echo "FAIL s7.resume.bitwise.seed$seed  $layout: ${what:-no injected death in the kill run's log}; ${from:-no 'resumed from' in the resumed run's log}: killed after the checkpoint of step 3, the resume must load one"
+            bad=1
+        elif cmp -s "$d/resumed.safetensors" "$S7_DIR/ref.$tag.safetensors"; then
+            echo "PASS s7.resume.bitwise.seed$seed  $layout: $what; $from; final weights bitwise those of the uninterrupted run"
         else
-            echo "FAIL s7.resume.bitwise.seed$seed  $layout: ${what:-killed}; ${from:-from step 0}: the final weights differ from the uninterrupted run's"
+            echo "FAIL s7.resume.bitwise.seed$seed  $layout: $what; $from: the final weights differ from the uninterrupted run's"
             bad=1
         fi
     done
@@ -89,15 +94,20 @@ s7_precision() {  # s7_precision NAME FLAGS...
     echo "PLAN s7.resume.precision.$name"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
-    "$BUILD"/$run $S7_TRAIN "$@" --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1 &&
-    "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --ckpt-every 3 \
-        --inject kill,step=6 >"$d/kill.log" 2>&1
+    "$BUILD"/$run $S7_TRAIN "$@" --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1
+    # shellcheck disable=SC2086
+    { "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --ckpt-every 3 \
+        --inject kill,step=6 >"$d/kill.log" 2>&1; } 2>/dev/null
+    local killed=$?
     # shellcheck disable=SC2086
     "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --resume \
         --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
     local scale
     scale=$(grep -o '"scale": [0-9.e+-]*' "$d/ck/step-00000010/manifest.json" 2>/dev/null | head -n 1)
-    if cmp -s "$d/ref.safetensors" "$d/res.safetensors"; then
+    if [ "$killed" -eq 0 ] || ! grep -q 'resumed from .*(step 3)' "$d/res.log"; then
+        echo "FAIL s7.resume.precision.$name  $*: the kill run exited $killed (it must die at step 6), or the resume did not load step 3's checkpoint: $(grep -h -m1 -i -E 'error|resumed' "$d/res.log")"
+        return 1
+    elif cmp -s "$d/ref.safetensors" "$d/res.safetensors"; then
         echo "PASS s7.resume.precision.$name  $*: killed at step 6, resumed from step 3, final weights bitwise (final manifest: $scale)"
     else
         echo "FAIL s7.resume.precision.$name  $*: the resumed run's weights differ: $(grep -h -m1 -i error "$d"/*.log)"
@@ -280,6 +290,7 @@ run ft-damage s7_damage
 # differs) of one process that trained all 10 steps.
 s7_reshard() {  # s7_reshard NAME "FROM" "TO"
     local name=$1 from=$2 to=$3 d="$S7_DIR/reshard.$1" one="$S7_DIR/one.safetensors"
+    echo "PLAN s7.reshard.$name"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
     [ -s "$one" ] || "$BUILD/train" --batch 4 $S7_TRAIN --save-params "$one" >"$d/one.log" 2>&1
@@ -462,12 +473,16 @@ s7_async() {
         bad=1
     fi
     # shellcheck disable=SC2086
-    "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/kill" --ckpt-every 3 --ckpt-async \
-        --inject kill,step=8,rank=1 >"$d/kill.log" 2>&1
+    { "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/kill" --ckpt-every 3 --ckpt-async \
+        --inject kill,step=8,rank=1 >"$d/kill.log" 2>&1; } 2>/dev/null
+    local killed=$?
     # shellcheck disable=SC2086
     "$BUILD/ddp_train" --np 2 --batch 2 $S7_TRAIN --ckpt-dir "$d/kill" --ckpt-async --resume \
         --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
-    if cmp -s "$d/res.safetensors" "$ref"; then
+    if [ "$killed" -eq 0 ] || ! grep -q 'resumed from .*(step [36])' "$d/res.log"; then
+        echo "FAIL s7.async.resume  the kill run exited $killed (it must die at step 8), or the resume loaded no checkpoint of step 3 or 6: $(grep -h -m1 -i -E 'error|resumed' "$d/res.log")"
+        bad=1
+    elif cmp -s "$d/res.safetensors" "$ref"; then
         echo "PASS s7.async.resume  killed at step 8 with a save in flight; $(grep -h -m1 -o 'resumed from [^ ]* (step [0-9]*)' "$d/res.log" | sed 's#from .*/#from #'); final weights bitwise"
     else
         echo "FAIL s7.async.resume  the resumed run's weights differ: $(grep -h -m1 -i -E 'error|resumed' "$d/res.log")"

@@ -66,7 +66,7 @@ static void compare(const float *got, const float *want, size_t n, Verdict *v) {
         num += d * d;
         den += (double)want[i] * want[i];
         dot += (double)got[i] * want[i];
-        if (!(fabs(d) <= worst)) { worst = fabs(d); v->index = (int64_t)i; }
+        if (!isnan(worst) && !(fabs(d) <= worst)) { worst = fabs(d); v->index = (int64_t)i; }
     }
     v->err = den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
     if (!isfinite(num)) v->err = INFINITY;

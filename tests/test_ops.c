@@ -448,7 +448,7 @@ static void split_ce_case(TestState *ts, int N, int V, int t) {
     // tolerance, absolute (3.3e-7 here; padding and the target's -dloss are exact).
     double maxerr = 0, tol = 2e-6 * dloss;
     for (size_t i = 0; i < (size_t)N * V; i++)
-        maxerr = fmax(maxerr, fabs((double)dl[i] - dl_ref[i]));
+        maxerr = max_err(maxerr, fabs((double)dl[i] - dl_ref[i]));
     test_report(ts, maxerr <= tol, NAME("backward"), "max abs err %.3e (tol %.1e, n %d)", maxerr,
                 tol, N * V);
     test_report(ts, pad_nonzero == 0, NAME("backward.padding_zero"), "%d padding values not 0",

@@ -255,7 +255,7 @@ static void test_sround_unbiased(TestState *ts) {
         double sd = sqrt(p * (1 - p) / K);
         double z_mean = fabs(sum / K - x) / (fabs(gap) * sd), z_up = fabs((double)up / K - p) / sd;
         bad += !(z_mean <= 5) || !(z_up <= 5);
-        worst = fmax(worst, fmax(z_mean, z_up));
+        worst = max_err(worst, max_err(z_mean, z_up));
     }
     test_report(ts, bad == 0, "mp.sround.unbiased",
                 "%zu values x %zu roundings: mean and fraction up within %.2f s.e. at worst "

@@ -57,7 +57,7 @@ static double max_abs_diff(const float *a, const float *b, size_t n, size_t *at)
     *at = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= worst)) worst = d, *at = i;  // NaN counts as worst
+        if (worse(d, worst)) worst = d, *at = i;  // a NaN is the worst, and stays
     }
     return worst;
 }
@@ -255,9 +255,9 @@ static Verdict check_ce(Fixture *f) {
         for (int j = 0; j < Vl; j++) {
             float got = mine[(size_t)n * Vl + j];
             if (j >= valid) pad_bad += got != 0.0f;
-            else ed = fmax(ed, fabs(got - dl[(size_t)n * V + lo + j]) * N);  // relative to 1/N
+            else ed = max_err(ed, fabs(got - dl[(size_t)n * V + lo + j]) * N);  // relative to 1/N
         }
-    v.err = fmax(el, ed);
+    v.err = max_err(el, ed);
     v.bad = pad_bad;
     snprintf(v.detail, sizeof v.detail, "losses rel_err %.2e, dlogits x N max err %.2e, "
              "%d padding gradients not 0 (ids %d..%d, %d real)", el, ed, pad_bad, lo, lo + Vl - 1,
@@ -357,11 +357,11 @@ static void run_model_checks(TestState *ts, Comm *c, Group *tpg, Group *dpg, int
             for (int n = 0; n < N; n++) {
                 rl += ref.acts.losses[(size_t)d * N + n];
                 for (int j = 0; j < valid; j++)
-                    worst = fmax(worst, fabs(g->acts.logits[(size_t)n * Vl + j] -
+                    worst = max_err(worst, fabs(g->acts.logits[(size_t)n * Vl + j] -
                                              ref.acts.logits[((size_t)d * N + n) * V + lo + j]));
             }
             rl /= N;
-            v = (Verdict){.err = fmax(worst, fabs(loss - rl))};
+            v = (Verdict){.err = max_err(worst, fabs(loss - rl))};
             snprintf(v.detail, sizeof v.detail, "logits max err %.2e, loss %.6f vs %.6f", worst,
                      loss, rl);
             snprintf(name, sizeof name, "tp.logits.%s", tag);

@@ -24,7 +24,7 @@ static inline void report(TestState *ts, Comm *c, const char *name, Verdict mine
     for (int q = 1; q < w->size; q++) {
         Verdict v;
         comm_recv(c, w, q, &v, sizeof v);
-        if (v.bad > worst.bad || (v.bad == worst.bad && !(v.err <= worst.err))) worst = v, at = q;
+        if (v.bad > worst.bad || (v.bad == worst.bad && worse(v.err, worst.err))) worst = v, at = q;
     }
     test_report(ts, worst.bad == 0 && worst.err <= tol, name, "%s; worst on rank %d: %s", what, at,
                 worst.detail);
