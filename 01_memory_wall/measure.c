@@ -49,7 +49,7 @@ static void check(int ok, const char *name, const char *size, const char *fmt, d
 }
 
 static void fmt(double bytes, char *buf, size_t n) {
-    format_bytes(bytes > 0 ? (size_t)llround(bytes) : 0, buf, n);
+    format_bytes_f(bytes, buf, n);
 }
 
 static void measure_one(const Size *z, Device dev, int threads, int do_check, FILE *out) {

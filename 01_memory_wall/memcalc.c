@@ -20,7 +20,7 @@
 #include "model.h"
 
 static void gb(double bytes, char *buf, size_t n) {
-    format_bytes(bytes > 0 ? (size_t)llround(bytes) : 0, buf, n);
+    format_bytes_f(bytes, buf, n);
 }
 
 static void print_json(const ModelSpec *m, const Setup *s, const MemEstimate *e, double cap,
@@ -286,6 +286,9 @@ int main(int argc, char **argv) {
             flags_fail("--pp %d exceeds --layers %d (a pipeline stage needs at least one layer)", pp,
                        m.layers);
     }
+    if (sp && tp < 2)
+        flags_fail("--sp needs --tp > 1 (sequence parallelism splits the tokens over the "
+                   "tensor-parallel ranks)");
     if (s.recipe == RECIPE_COURSE) {
         // The course recipe describes this repository's code, which has none of these
         // (yet): no other block, no other optimizer, no dropout.
@@ -299,9 +302,6 @@ int main(int argc, char **argv) {
         // (checked above), one stage reported.
         if (stage >= pp)
             flags_fail("--stage %d outside --pp %d (the stages are 0..%d)", stage, pp, pp - 1);
-        if (sp && tp < 2)
-            flags_fail("--sp needs --tp > 1 with --recipe course (sequence parallelism splits "
-                       "the tokens over the tensor-parallel ranks)");
         if (sp && ((long)micro_batch * m.seq) % tp)
             flags_fail("--sp: --micro-batch %d x --seq %d = %ld tokens do not split evenly over "
                        "--tp %d", micro_batch, m.seq, (long)micro_batch * m.seq, tp);

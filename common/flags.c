@@ -210,7 +210,7 @@ static void set_value(Flag *f, const char *v) {
     case FLAG_BYTES: {
         size_t x;
         if (parse_bytes(v, &x) != 0)
-            flags_fail("%s '%s' is not a byte count (e.g. 80GB, 512MiB, 1e9, 0)", f->name, v);
+            flags_fail("%s '%s' is not a byte count (e.g. 80GB, 512MiB, 1e9)", f->name, v);
         if (has_range(f) && ((double)x < f->min || (double)x > f->max)) fail_range(f, v);
         *(size_t *)f->dst = x;
         break;

@@ -155,12 +155,20 @@ void ledger_format_peaks(const Ledger *ledger, char *buf, size_t n) {
 // datasheets use: "80 GB" on an H100 and "1.5 TB of optimizer state" in ZeRO.
 
 void format_bytes(size_t bytes, char *buf, size_t n) {
-    static const char *const units[] = {"B", "kB", "MB", "GB", "TB"};
     if (bytes < 1000) {
         snprintf(buf, n, "%zu B", bytes);
         return;
     }
-    double v = (double)bytes / 1000.0;
+    format_bytes_f((double)bytes, buf, n);
+}
+
+void format_bytes_f(double bytes, char *buf, size_t n) {
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB"};
+    if (!(bytes >= 1000)) {  // (a negative or NaN estimate: 0 B)
+        snprintf(buf, n, "%.0f B", bytes > 0 ? bytes : 0.0);
+        return;
+    }
+    double v = bytes / 1000.0;
     int u = 1;
     // 999.995 would print as "1000.00": move to the next unit before that happens.
     while (v >= 999.995 && u < 4) {

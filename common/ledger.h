@@ -54,6 +54,8 @@ void ledger_format_peaks(const Ledger *l, char *buf, size_t n);
 // Human-readable bytes ("1.50 GB", decimal units as the papers use) and the
 // inverse for flags ("80GB", "512MiB", "1e9").
 void format_bytes(size_t bytes, char *buf, size_t n);
+// The same for an estimate (a calculator's double: no size_t to saturate at 2^64).
+void format_bytes_f(double bytes, char *buf, size_t n);
 int parse_bytes(const char *s, size_t *out);  // 0 on success
 
 #ifdef __cplusplus

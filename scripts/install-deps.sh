@@ -43,7 +43,7 @@ cd "$(dirname "$0")/.."
 if ! .venv/bin/python3 -c 'import safetensors.torch' 2>/dev/null; then
     { /usr/bin/python3 -m venv --system-site-packages .venv &&
       .venv/bin/python3 -m pip install -q --disable-pip-version-check safetensors &&
-      echo "install-deps: .venv/ has the safetensors package"; } ||
+      echo "install-deps: created .venv/ and installed the safetensors package into it"; } ||
         echo "install-deps: could not install the safetensors package into .venv/ (no network?):" \
              "stage 07's check that PyTorch's package opens the shards will be skipped"
 fi

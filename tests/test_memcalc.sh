@@ -41,6 +41,7 @@ expect_fail stage_without_course "--stage needs --recipe course" --pp 2 --stage 
 expect_fail every_needs_full     "--recompute-every needs --recipe course --recompute full" --preset small --recipe course --recompute selective --recompute-every 2
 expect_fail course_pp_sweep      "--sweep seq" --preset small --recipe course --pp 2 --sweep seq
 expect_fail course_sp_without_tp "--sp needs --tp > 1" --preset small --recipe course --sp
+expect_fail sp_without_tp "--sp needs --tp > 1" --preset gpt3-175b --sp
 expect_fail course_sp_uneven_tokens "--tp 3" --preset small --hidden 96 --heads 6 --recipe course --tp 3 --sp
 expect_fail course_llama         "--recipe course" --preset llama2-7b --recipe course
 expect_fail bad_device_mem       "--device-mem" --device-mem 80XB

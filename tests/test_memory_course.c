@@ -46,9 +46,15 @@ void test_course_tp(TestState *ts) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         double got = mm_course_act_bytes(&m, 2, 6, cases[i].tp, cases[i].sp);
         snprintf(name, sizeof name, "measured.course_act.%s", cases[i].name);
+        // Off by a whole number of bytes per token says which term: 8 B = the two int32
+        // id arrays, 16 B per layer = one LayerNorm's mean and 1/std, ...
+        char off[96] = "";
+        if (!near(got, cases[i].act, 0))
+            snprintf(off, sizeof off, "; off by %+.0f B, %+.2f B per token of the 12",
+                     got - cases[i].act, (got - cases[i].act) / 12);
         test_report(ts, near(got, cases[i].act, 0), name,
-                    "TP %d%s, L2 C48 NH12 V97, batch 2x6: %.0f B per rank (want %.0f)",
-                    cases[i].tp, cases[i].sp ? " + SP" : "", got, cases[i].act);
+                    "TP %d%s, L2 C48 NH12 V97, batch 2x6: %.0f B per rank (want %.0f%s)",
+                    cases[i].tp, cases[i].sp ? " + SP" : "", got, cases[i].act, off);
         double w = mm_course_workspace_bytes(&m, 2, 6, cases[i].tp, cases[i].sp);
         wok = wok && near(w, cases[i].work, 0);
         pos += (size_t)snprintf(detail + pos, sizeof detail - pos, "%s %.0f (want %.0f); ",

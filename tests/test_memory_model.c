@@ -352,6 +352,40 @@ static void test_acts(TestState *ts) {
     double cwant = 4.0 * (4 * 128 * (16 * 256 + 4) + 4.0 * 4 * 128 * 128);
     double cgot = mm_act_bytes_per_layer(&c, &cs);
     test_report(ts, near(cgot, cwant, 0), "act.course_per_layer", "%.0f B (want %.0f)", cgot, cwant);
+
+    // The course recipe with stage 06's recompute and 2-byte storage (--precision
+    // mixed-bf16 stores the layers' tensors in 2 bytes): the whole model's activations,
+    // as the ledger measures them (build/train --layers 4 --width 32 --heads 4 --seq 8
+    // --vocab 61 --batch 2 --precision P --recompute R; stage 06's mp.memory checks
+    // hold memcalc to the ledger, to the byte).
+    ModelSpec k = {ARCH_GPT, 4, 32, 4, 4, 128, 61, 8, 0, 0};
+    static const struct { const char *prec; int half; Recompute rc; double want; } kc[] = {
+        {"fp32", 0, RECOMPUTE_NONE, 148608},       {"fp32", 0, RECOMPUTE_SELECTIVE, 142464},
+        {"fp32", 0, RECOMPUTE_FULL, 51584},        {"mixed-bf16", 1, RECOMPUTE_NONE, 118144},
+        {"mixed-bf16", 1, RECOMPUTE_SELECTIVE, 114048}, {"mixed-bf16", 1, RECOMPUTE_FULL, 51584},
+    };
+    static const char *rcname[] = {"none", "selective", "full"};
+    char kd[512];
+    size_t kp = 0;
+    int kok = 1;
+    for (size_t i = 0; i < sizeof kc / sizeof kc[0]; i++) {
+        Setup ks = mm_default_setup(&k);
+        ks.recipe = RECIPE_COURSE;
+        ks.micro_batch = 2;
+        ks.recompute = kc[i].rc;
+        ks.course_precision = kc[i].half;  // 1: a mixed recipe (its masters)
+        ks.course_half = kc[i].half;
+        double got = mm_act_bytes_model(&k, &ks);
+        if (!near(got, kc[i].want, 0)) {
+            kok = 0;
+            kp += (size_t)snprintf(kd + kp, sizeof kd - kp, "%s%s --recompute %s: %.0f B (want "
+                                   "%.0f); ", kp ? "" : "wrong: ", kc[i].prec, rcname[kc[i].rc],
+                                   got, kc[i].want);
+        }
+    }
+    if (kok) snprintf(kd, sizeof kd, "fp32 and mixed-bf16 (2-byte layers), --recompute none, "
+                      "selective, full: the ledger's bytes");
+    test_report(ts, kok, "act.course_recompute_2byte", "L4 C32 NH4 T8 V61, batch 2: %s", kd);
 }
 
 // The course recipe over tensor-parallel ranks and pipeline stages:

@@ -67,6 +67,10 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
     //    gpt_acts_alloc in common/model_acts.c and find the 16 tensors and the 4 statistics.
     //    On one of t = s->tp ranks (stage 04) the 12h of qkv, atty, fch, fch_gelu and the
     //    a heads divide by t; the other 4h + 4 only with s->sp (see mm_course_act_bytes).
+    //    Stage 06's options change what a layer keeps (memory_model.h, above
+    //    mm_course_stage_act_bytes): s->recompute full keeps only the layer's output
+    //    (4 bytes x its h per token), selective no score matrices; s->course_half stores
+    //    all but the output and the 4 statistics in 2 bytes a value.
     //  - Otherwise e = mm_act_elem_bytes(s->recipe) bytes per element, and a 1-byte mask
     //    per dropout when m->dropout. Per token (multiply by s*b*h):
     //      replicated over TP ranks: 4 elements (two norm inputs, QKV input, MLP input)
@@ -87,8 +91,12 @@ double mm_act_bytes_per_layer(const ModelSpec *m, const Setup *s) {
 // Activation bytes on the busiest GPU (the first pipeline stage).
 double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
     // TODO(exercise):
-    //  - raw_params > 0: 0. RECIPE_COURSE: mm_course_act_bytes(m, s->micro_batch, s->seq,
-    //    s->tp, s->sp).
+    //  - raw_params > 0: 0. RECIPE_COURSE: one set of gpt_acts_alloc's buffers, as
+    //    memory_plan.c's mm_course_stage_act_bytes(m, s->micro_batch, s->seq, s->tp, s->sp,
+    //    1, 0, 1, s->recompute, s->recompute_every, s->course_half) counts them: your
+    //    mm_course_act_bytes below (one stage, one micro-batch, no recompute, 4 bytes)
+    //    with stage 06's recompute and 2-byte storage. Pass them all: a run with
+    //    --recompute or a 2-byte --precision must be predicted too.
     //  - mm_layers_per_stage(m, s) layers x mm_in_flight(s) micro-batches x one layer
     //    (Korthikanti Eq. 5: with 1F1B this is L layers' worth for any p).
     //  - Full recompute: add one layer without recompute (it is rematerialised during
@@ -104,8 +112,9 @@ double mm_act_bytes_model(const ModelSpec *m, const Setup *s) {
 // What gpt_alloc_acts charges to MEM_ACTIVATIONS for a (B, T) batch on one of tp
 // tensor-parallel ranks, with sequence parallelism when sp.
 double mm_course_act_bytes(const ModelSpec *m, int B, int T, int tp, int sp) {
-    // TODO(exercise): read gpt_acts_alloc in common/model_acts.c and add up its act_floats
-    // (in fp32) and the two int32 arrays of token ids it allocates beside them. Your
+    // TODO(exercise): read gpt_acts_alloc in common/model_acts.c and add up the floats
+    // its buffer holds (a->floats: the embedding's output, each layer's tensors, the
+    // head's) and the two int32 arrays of token ids it allocates beside them. Your
     // number must match build/measure's ledger exactly, to the byte: every term counts.
     // Start with tp = 1 (no sp): the whole model, as stages 01-03 run it. Then what
     // t = tp > 1 changes, tensor by tensor, with N = B*T tokens (stage 04's layout,
