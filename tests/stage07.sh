@@ -56,7 +56,7 @@ s7_trial() {  # s7_trial SEED LAYOUT_INDEX... (one trial per seed, cycling the l
         { "$BUILD/$bin" $args $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 \
             --inject "kill,step=$((4 + seed % 7)),rank=random,seed=$seed" >"$d/kill.log" 2>&1; } 2>/dev/null
         local rc=$? what
-        what=$(grep -ho 'rank [0-9]*: injected death [a-z0-9 -]*' "$d/kill.log" | head -n 1)
+        what=$(grep -ho 'rank [0-9]*: injected death [a-z0-9 -]*' "$d/kill.log" | head -n 1 | sed 's/ *$//')
         # shellcheck disable=SC2086
         if [ "$rc" -eq 0 ] || ! "$BUILD/$bin" $args $S7_TRAIN --ckpt-dir "$d/ck" --ckpt-every 3 --resume \
                 --save-params "$d/resumed.safetensors" >"$d/resume.log" 2>&1; then
@@ -66,8 +66,13 @@ s7_trial() {  # s7_trial SEED LAYOUT_INDEX... (one trial per seed, cycling the l
         fi
         local from
         from=$(grep -ho 'resumed from [^ ]* (step [0-9]*)' "$d/resume.log" | head -n 1 | sed 's#from .*/#from #')
-        if [ -z "$what" ] || ! [[ "$from" =~ \(step\ [1-9][0-9]*\) ]]; then
-            echo "FAIL s7.resume.bitwise.seed$seed  $layout: ${what:-no injected death in the kill run's log}; ${from:-no 'resumed from' in the resumed run's log}: killed after the checkpoint of step 3, the resume must load one"
+        # Killed as step k begins: steps 1..k-1 are done, the latest checkpoint is the
+        # last multiple of 3 among them.
+        local k latest
+        k=$(grep -o 'as step [0-9]*' <<<"$what" | grep -o '[0-9]*$')
+        latest=$(( ${k:-1} > 1 ? (k - 1) / 3 * 3 : 0 ))
+        if [ -z "$what" ] || [ "$latest" -eq 0 ] || [[ "$from" != *"(step $latest)" ]]; then
+            echo "FAIL s7.resume.bitwise.seed$seed  $layout: ${what:-no injected death in the kill log}; ${from:-no resume named in the resumed log}: want a resume from the latest checkpoint, step $latest"
             bad=1
         elif cmp -s "$d/resumed.safetensors" "$S7_DIR/ref.$tag.safetensors"; then
             echo "PASS s7.resume.bitwise.seed$seed  $layout: $what; $from; final weights bitwise those of the uninterrupted run"
