@@ -1,7 +1,7 @@
 // cuda_round.cuh — the CUDA backend's twins of dtype.c's scalar conversions: a value
 // rounded to bf16, fp16 or fp8 and back to fp32, bit for bit what the CPU gives
 // (ops_cuda_precision.cu's ops use them, and the kernels that round what they write,
-// such as the attention's softmax in ops_cuda_layers.cu). Device code only.
+// such as the attention's softmax in ops_cuda_attention.cu). Device code only.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

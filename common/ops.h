@@ -94,7 +94,7 @@ struct Ops {
     // dq and dk), as a low-precision softmax and its backward write them
     // (FlashAttention does the same). So every operand of the six GEMMs is a value of
     // that type: in bf16 the CUDA backend runs all six on the tensor cores
-    // (ops_cuda_layers.cu).
+    // (ops_cuda_attention.cu).
     void (*attention_forward)(Ctx *, float *out, float *att, const float *qkv,
                               int B, int T, int C, int NH, DType rt);
     // dqkv += d(out)/d(qkv) given dout. scratch: B*NH*T*T floats of workspace.

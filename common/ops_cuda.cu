@@ -5,8 +5,8 @@
 // the linear layers' GEMMs read bf16 on the tensor cores when ctx->gemm_dtype
 // says their inputs are bf16 values (ops_cuda_layers.cu), which loses nothing.
 // Everything else is a small kernel in the style of llm.c (the layers are in
-// ops_cuda_layers.cu; this file has set-up, memory, the elementwise ops, AdamW and
-// the ops table). Two rules shape them:
+// ops_cuda_layers.cu and ops_cuda_attention.cu; this file has set-up, memory, the
+// elementwise ops, AdamW and the ops table). Two rules shape them:
 //
 //  * Determinism. No float atomics: every sum is taken in an order fixed by the
 //    shapes alone, so two runs give bitwise identical results (stage 07 relies

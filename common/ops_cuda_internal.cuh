@@ -1,12 +1,14 @@
 // ops_cuda_internal.cuh — what the parts of the CUDA backend share:
 // ops_cuda.cu (set-up, memory, elementwise ops, the optimizer, the ops table),
-// ops_cuda_layers.cu (the layers: matmul, embedding, layernorm, attention,
-// cross-entropy), ops_cuda_split.cu (the vocabulary split) and
+// ops_cuda_layers.cu (the layers: matmul, embedding, layernorm, cross-entropy),
+// ops_cuda_attention.cu, ops_cuda_split.cu (the vocabulary split) and
 // ops_cuda_precision.cu (rounding to low precision, fp8 quantization) and
 // ops_cuda_fp8.cu (the fp8 GEMMs through cuBLASLt). Launch geometry,
 // the backend's stream and workspace, the deterministic warp and block
 // reductions. Not for code outside the backend.
 #pragma once
+#include <cuda_bf16.h>
+
 #include "cuda_common.cuh"
 #include "ops.h"
 
@@ -40,6 +42,11 @@ void *cuda_scratch(Ctx *ctx, size_t bytes);
 void *cuda_gemm_scratch(Ctx *ctx, size_t bytes);
 // The same for cuBLASLt's workspace (CudaBackend.lt_workspace); *have: its size.
 void *cuda_lt_workspace(Ctx *ctx, size_t bytes, size_t *have);
+// GEMM operands in bf16 (ops_cuda_layers.cu): n fp32 values (each a bf16 value: the
+// caller's promise, ctx.h's gemm_dtype) converted into dst, on the stream; and the
+// slot an operand of n values takes in cuda_gemm_scratch (aligned to 256 bytes).
+const __nv_bfloat16 *cuda_to_bf16(Ctx *ctx, __nv_bfloat16 *dst, const float *src, size_t n);
+size_t cuda_bf16_slot(size_t n);
 
 // Reductions. The xor butterfly leaves the result in every lane and combines
 // the lanes in the same order on every run.
@@ -69,7 +76,7 @@ template <typename T, typename Op> __device__ T block_reduce(T v, Op op, T ident
     return warp_reduce(v, op);  // every warp reduces the partials itself
 }
 
-// The layers (ops_cuda_layers.cu), as ops.h declares them.
+// The layers (ops_cuda_layers.cu, ops_cuda_attention.cu), as ops.h declares them.
 void cuda_matmul_forward(Ctx *ctx, float *out, const float *inp, const float *w, const float *bias,
                          int N, int C, int OC);
 void cuda_matmul_backward(Ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
