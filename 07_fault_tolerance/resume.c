@@ -13,7 +13,9 @@
 //   - AdamW's t: the bias corrections 1 - beta^t and the rounding stream follow it;
 //   - whether the fp32 masters are filled (mixed precision): a run that refills
 //     them from the bf16 weights throws away the bits only the masters hold;
-//   - the loss scaler (mixed-fp16): its scale and its count of good steps.
+//   - the loss scaler (mixed-fp16): the whole LossScaler, its scale and count of
+//     good steps (they decide the next steps) and its counters of skips, growths
+//     and back-offs (the run's summary reports them).
 #include <stdio.h>
 #include <string.h>
 

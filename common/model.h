@@ -208,7 +208,8 @@ typedef struct {
                             const float *inp, const float *w, int N, int C, int OC);
     // Row-parallel linear: out = g(inp(N, C) @ w^T) + b, out the residual stream's
     // rows (g: all-reduce forward / identity backward; with SP, reduce-scatter /
-    // all-gather); the bias is added once, after the reduction.
+    // all-gather); the bias joins the sum once (tensor-parallel member 0 adds it to
+    // its partial before the reduction).
     void (*row_forward)(GPT *g, float *out, const float *inp, const float *w, const float *b,
                         int N, int C, int OC);
     void (*row_backward)(GPT *g, float *dinp, float *dw, float *db, const float *dout,

@@ -112,6 +112,9 @@ s7_precision() {  # s7_precision NAME FLAGS...
     if [ "$killed" -eq 0 ] || ! grep -q 'resumed from .*(step 3)' "$d/res.log"; then
         echo "FAIL s7.resume.precision.$name  $*: the kill run exited $killed (it must die at step 6), or the resume did not load step 3's checkpoint: $(grep -h -m1 -i -E 'error|resumed' "$d/res.log")"
         return 1
+    elif [ "$(grep '^loss scale:' "$d/ref.log")" != "$(grep '^loss scale:' "$d/res.log")" ]; then
+        echo "FAIL s7.resume.precision.$name  $*: the loss scaler's summary differs after the resume: '$(grep '^loss scale:' "$d/res.log")' against the uninterrupted run's '$(grep '^loss scale:' "$d/ref.log")'"
+        return 1
     elif cmp -s "$d/ref.safetensors" "$d/res.safetensors"; then
         echo "PASS s7.resume.precision.$name  $*: killed at step 6, resumed from step 3, final weights bitwise (final manifest: $scale)"
     else

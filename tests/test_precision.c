@@ -162,6 +162,29 @@ static void test_sround_exact(TestState *ts, Rng *rng) {
                 "%d of %zu values: the count of r16 in [0, 65536) that round up is not the "
                 "discarded bits%s", bad, sizeof xs / sizeof xs[0], first);
 
+    // Which r16 round up, not only how many: those >= 65536 - d, where adding r16 to
+    // the discarded bits carries (precision.h). Another rule with the same count
+    // (r16 < d) is as unbiased, but its bits are not the GPU twin's
+    // (ops_cuda_precision.cu): a run would round differently on the two devices.
+    bad = 0;
+    first[0] = 0;
+    for (size_t k = 0; k < sizeof xs / sizeof xs[0]; k++) {
+        uint32_t d = xs[k] & 0xffff, wrong = 0, at = 0;
+        for (uint32_t r = 0; r < 65536; r++) {
+            int up = float_bits(sr(float_from_bits(xs[k]), r)) >> 16 != xs[k] >> 16;
+            if (up != (d > 0 && r >= 65536 - d) && !wrong++) at = r;
+        }
+        bad += wrong > 0;
+        if (wrong && !first[0])
+            snprintf(first, sizeof first, "; first: x = 0x%08x (d = %u) with r16 = %u rounds %s, "
+                     "want %s (up exactly when r16 >= 65536 - d)", xs[k], d, at,
+                     d > 0 && at >= 65536 - d ? "down" : "up",
+                     d > 0 && at >= 65536 - d ? "up" : "down");
+    }
+    test_report(ts, bad == 0, "mp.sround.which_r16",
+                "%d of %zu values round up for other r16 than those >= 65536 - d%s", bad,
+                sizeof xs / sizeof xs[0], first);
+
     // The overflow edge: above the largest finite bf16 (0x7f7f), rounding up would
     // give inf; only where RNE gives inf may the result be inf.
     float max_bf16 = float_from_bits(0x7f7f0000u);
@@ -366,7 +389,8 @@ int main(void) {
     // reports, because the program crashed first, is then traced to this test.
     static const char *graded[] = {
         "mp.sround.hash", "mp.sround.representable", "mp.sround.neighbours",
-        "mp.sround.up_count_exact", "mp.sround.overflow", "mp.sround.deterministic",
+        "mp.sround.up_count_exact", "mp.sround.which_r16", "mp.sround.overflow",
+        "mp.sround.deterministic",
         "mp.sround.seeds_differ", "mp.sround.unbiased", "mp.sround.accumulation",
         "mp.scaler.defaults", "mp.scaler.backoff", "mp.scaler.growth", "mp.scaler.min_clamp",
         "mp.scaler.max_clamp", "mp.scaler.injected_overflow"};

@@ -47,7 +47,8 @@ void buckets_on_grad_ready(GPT *g, int group, void *arg) {
 //   point every group k of the bucket at its place in it:
 //   s->g->ggrads[k] = buf + (g->group_offset[k] - lo[b]);
 // - but first make room: a launched bucket (task[q] != NULL) that is done
-//   (coll_test) can be retired (bucket_retire); and while MAX_IN_FLIGHT or more are
+//   (coll_test of task[q], and of replica[q] when HSDP launched one) can be retired
+//   (bucket_retire); and while MAX_IN_FLIGHT or more are
 //   launched, retire the oldest launched one (lowest q with task[q] != NULL).
 // - A bucket that already has a buffer is being filled: keep it. (Which bucket
 //   gets a buffer before any of its groups is complete?)

@@ -22,14 +22,15 @@
 //    the sum over the ranks of s->dp: async_allreduce(s->ac, s->dp, &x, 1, DT_F64,
 //    ALGO_NAIVE, "norm"). (Why not the local shard's norm? Clipping would then
 //    scale each shard by a different factor.)
-// 4. AdamW on each range i: adamw_step_at(&s->opt[i], g, weights, grads, norm), the
-//    weights being s->pshard + at(i) when the strategy shards them (s->pshard !=
-//    NULL), else g->params + s->opt[i].begin.
-// 5. zero1 and zero2 keep the whole weights: all-gather them over the partition's
-//    blocks of the whole buffer (plan_blocks(&s->plan, 0, g->n_params, &blk, NULL);
-//    all_gather_start on g->params, then coll_wait; or weights_all_gather(s), which
-//    does that and, in a mixed recipe, sends the weights as bf16: stage 06). Stage 3
-//    gathers before use.
+// 4. AdamW on each range i: adamw_step_at(&s->opt[i], g, weights, grads + at(i),
+//    norm), grads as in step 2 and the weights s->pshard + at(i) when the strategy
+//    shards them (s->pshard != NULL), else g->params + s->opt[i].begin. (For FSDP,
+//    at(i) is not 0 from the second unit on.)
+// 5. zero1 and zero2 keep the whole weights: weights_all_gather(s) all-gathers them
+//    over the partition's blocks (units.c: all_gather_start on g->params over
+//    plan_blocks(&s->plan, 0, g->n_params, ...), then coll_wait) and, in a mixed
+//    recipe, sends them as bf16 (stage 06's --param-comm: half the bytes). Call it
+//    rather than writing the gather again. Stage 3 gathers before use.
 double sharded_step(Sharded *s) {
     (void)s;
     // TODO(exercise)

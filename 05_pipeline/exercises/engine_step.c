@@ -16,7 +16,8 @@
 //   - its activations, slot->acts: taken with pipe_acts_get by the receive of its
 //     input (or by the forward on the first virtual stage, which receives nothing)
 //     and returned with pipe_acts_put by its backward. Point g->acts at them before
-//     computing.
+//     computing, and again after pipe_acts_put (which empties slot->acts): a g->acts
+//     still pointing at a set back in the pool is freed twice when the model goes.
 //   - slot->grad, the gradient message (pipe_stream_bytes bytes, MEM_COMM):
 //     allocated by its receive (or by the backward on the last virtual stage, whose
 //     head makes it), sent to the previous stage (or freed on the first).

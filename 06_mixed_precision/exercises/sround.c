@@ -7,7 +7,9 @@
 // f has covered, so that the expected result is f. r16 is uniform in [0, 65536).
 //
 //   - bf16 is the top 16 bits of an fp32; the 16 bits it drops, as an integer d,
-//     are that fraction in units of 1/65536;
+//     are that fraction in units of 1/65536; round up exactly when r16 >= 65536 - d
+//     (add r16 to those bits and truncate: the carry is the rounding up), which is
+//     what the GPU's twin does, so that both devices give the same bits;
 //   - a value bf16 holds exactly (d = 0) must come back unchanged for every r16;
 //   - inf and NaN come back as f32_to_bf16 gives them;
 //   - never make an inf that f32_to_bf16 (RNE) would not make (precision.h: the

@@ -15,18 +15,20 @@
 //     generator's state is its counter. Restore it one draw late and every
 //     later draw is its successor's. And master_filled: whether the fp32
 //     masters hold the weights (mixed precision), and its count of skipped steps.
-//   - the loss scaler (mixed-fp16): its scale and its count of good steps.
+//   - the loss scaler (mixed-fp16): the whole LossScaler, its scale and count of
+//     good steps (they decide the next steps) and its counters of skips, growths
+//     and back-offs (the run's summary reports them).
 //   - the trainer's count of overflowed steps.
 //
 // resume_capture fills *p at the end of optimizer step `step`; resume_restore
 // puts it back into the trainer's objects before the resumed run's first step.
 // All of a job's optimizers step together: one's counters are every one's.
 //
-// The tests (tests/stage07.sh, the s7.resume.* checks) kill a rank at a random
-// step of DDP, ZeRO-3, FSDP, tensor-parallel and pipeline runs, resume from the
+// The tests (tests/stage07.sh, the s7.resume.* checks) kill a rank after the first
+// checkpoint of DDP, ZeRO-3, FSDP, tensor-parallel and pipeline runs, resume from the
 // checkpoints, and compare the final weights with an uninterrupted run's: cmp,
-// bit for bit. Then mixed-bf16, mixed-fp16 with an overflow, and pure bf16
-// with stochastic rounding.
+// bit for bit. Then mixed-bf16, mixed-fp16 with an overflow (and its loss-scale
+// summary line), and pure bf16 with stochastic rounding.
 #include <stdio.h>
 #include <string.h>
 
