@@ -126,6 +126,10 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
     // The serial layer.
     float *out = xmalloc(sizeof(float) * N * OC), *dx = xmalloc(sizeof(float) * N * C);
     float *dw = xmalloc(sizeof(float) * OC * C), *db = xmalloc(sizeof(float) * OC);
+    // The weight gradients hold an earlier micro-batch's: the layers add to them.
+    fill(dw, (size_t)OC * C, 15, 1.0f); fill(db, OC, 16, 1.0f);
+    float *dw0 = xmalloc(sizeof(float) * OC * C), *db0 = xmalloc(sizeof(float) * OC);
+    memcpy(dw0, dw, sizeof(float) * OC * C); memcpy(db0, db, sizeof(float) * OC);
     o->matmul_forward(&f->ctx, out, x, w, b, N, C, OC);
     o->matmul_backward(&f->ctx, dx, dw, db, dout, x, w, N, C, OC);
     // This rank's pieces.
@@ -148,6 +152,16 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
     const float *dout_here = column ? dop : stream(f, dop, OC);
     float *got = xmalloc(sizeof(float) * N * OCl), *gdx = xmalloc(sizeof(float) * N * Cl);
     float *gdw = xmalloc(sizeof(float) * OCl * Cl), *gdb = xmalloc(sizeof(float) * OCl);
+    for (int i = 0; i < OCl; i++) {  // this rank's pieces of the earlier gradients
+        gdb[i] = db0[column ? r * OCl + i : i];
+        for (int j = 0; j < Cl; j++)
+            gdw[(size_t)i * Cl + j] = column ? dw0[(size_t)(r * OCl + i) * C + j]
+                                             : dw0[(size_t)i * C + r * Cl + j];
+    }
+    // The input gradient is written, not added to: what the buffer held must not show
+    // (NaN), nor what the column layer's full-width gradient buffer (SP) held.
+    memset(gdx, 0xff, sizeof(float) * N * Cl);
+    if (column && f->sp && f->g.sp_dfull) memset(f->g.sp_dfull, 0xff, sizeof(float) * N * C);
     if (column) {
         tp_column_forward(&f->g, got, in_here, wp, bp, N, C, OCl);
         // In the model other layers' forwards reuse the gathered input's buffer before
@@ -189,6 +203,7 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
         }
     }
     free(x); free(w); free(b); free(dout); free(out); free(dx); free(dw); free(db); free(wp);
+    free(dw0); free(db0);
     free(bp); free(xin); free(dop); free(got); free(gdx); free(gdw); free(gdb); free(want_out);
     free(want_dx); free(want_dw); free(want_db);
     return v;
@@ -233,6 +248,14 @@ static Verdict check_ce(Fixture *f) {
     float *logits = xmalloc(sizeof(float) * N * V), *dl = xmalloc(sizeof(float) * N * V);
     float *losses = xmalloc(sizeof(float) * N);
     fill(logits, (size_t)N * V, 31, 3.0f);
+    // A confident row: one logit of 100 (exp(100) overflows fp32), in rank n mod t's
+    // block of the vocabulary for row n. Only a shift by the row's max over every
+    // rank's block keeps the sums finite.
+    int block = gpt_vocab_block(&g->cfg, f->t);
+    for (int n = 0; n < N; n++) {
+        int col = (n % f->t) * block + 1 + n % 3;
+        if (col < V) logits[(size_t)n * V + col] = 100.0f;
+    }
     int *targets = xmalloc(sizeof(int) * N);
     Rng rng;
     rng_seed(&rng, 32);
