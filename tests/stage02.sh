@@ -20,6 +20,14 @@ for n in 2 3 4; do
             --large --timeout 5
     done
 done
+# On subgroups (the even and the odd world ranks, each in descending order), as the
+# later stages run the collectives: a group's ranks and size are not the world's.
+for n in 4 5; do
+    for op in reduce_scatter all_gather allreduce; do
+        run "collectives-strided-np$n-$op" "$BUILD/tests/test_collectives" --np "$n" --op "$op" \
+            --strided --timeout 10
+    done
+done
 # The shm transport's streaming-store copy (used from 4 MiB) on every count, aligned or not.
 for n in 2 3; do
     run "collectives-np$n-streaming" "$BUILD/tests/test_collectives" --np "$n" --timeout 10 \

@@ -3,6 +3,7 @@
 //   test_collectives --np 5                          every collective (built-in launcher, shm)
 //   test_collectives --np 3 --op reduce_scatter      one collective (what the grader runs)
 //   test_collectives --np 3 --op allreduce --large   one message larger than the channel
+//   test_collectives --np 5 --strided                on two subgroups of the world
 //   mpirun -np 3 test_collectives --transport mpi    over MPI (adds the MPI baseline)
 //
 // Data are small integers (|x| <= 8, at most 64 ranks' worth), so every partial
@@ -18,6 +19,12 @@
 // without its receiver, so a ring that waits for its send before posting its
 // receive still works; above it, two such neighbours wait for each other forever.
 // The comm layer's timeout then ends the run with a diagnostic (keep --timeout short).
+//
+// --strided runs every collective on two subgroups instead of the world, as later
+// stages do (a tensor-parallel group, a data-parallel one): the even world ranks and
+// the odd ones, each group listing its members in descending order. A member's rank
+// and the group's size are then not the world's: code that reads comm_rank or
+// comm_size where it means g->rank and g->size fails here.
 //
 // Every rank checks its own result; rank 0 collects the verdicts over
 // point-to-point messages (not the collectives under test) and prints one line
@@ -62,12 +69,14 @@ typedef struct {
     int64_t index;      // ... the element ...
     int32_t dt;         // ... the dtype ...
     float got, want;    // ... what it held and what it should hold
+    int32_t grank, gsize;  // this rank's place in the group it ran in
 } Verdict;
 
 // Runs op with algorithm a on integer data; counts the wrong elements into v and
 // remembers the first.
 static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt, Verdict *v) {
     int p = g->size, r = g->rank;
+    v->grank = r, v->gsize = p;
     void *buf = malloc(n * dtype_size(dt) + 4);
     CHECK(buf, "out of memory for a %zu-element buffer", n);
     fill(buf, dt, r, n);
@@ -124,6 +133,8 @@ static size_t large_count(const Comm *c, int p) {
 
 // Rank 0's line for one (collective, algorithm): the verdict, and where to look.
 static void report(const char *name, int with_random, int p, const Verdict *all, const char *what) {
+    // (p: the world's ranks, whose verdicts these are; the shards are those of the
+    // group the first wrong rank ran in.)
     int64_t wrong = 0, rand_bad = 0;
     int bad_ranks = 0, first = -1;
     for (int q = 0; q < p; q++) {
@@ -142,13 +153,15 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
         const Verdict *v = &all[first];
         size_t lo = 0, hi = 0, n = (size_t)v->count, i = (size_t)v->index;
         int shard = 0;
-        for (int s = 0; s < p; s++) {
-            shard_range(n, p, s, &lo, &hi);
+        for (int s = 0; s < v->gsize; s++) {
+            shard_range(n, v->gsize, s, &lo, &hi);
             if (i >= lo && i < hi) { shard = s; break; }
         }
-        float input = value(first, i);
-        printf(". First: rank %d, count %zu (%s), element %zu in shard %d [%zu, %zu): got %g, "
-               "want %g", first, n, dtype_name((DType)v->dt), i, shard, lo, hi, v->got, v->want);
+        float input = value(v->grank, i);
+        printf(". First: rank %d", first);
+        if (v->gsize != p) printf(" (member %d of its group of %d)", v->grank, v->gsize);
+        printf(", count %zu (%s), element %zu in shard %d [%zu, %zu): got %g, want %g", n,
+               dtype_name((DType)v->dt), i, shard, lo, hi, v->got, v->want);
         if (v->got == input) printf(" (= this rank's own input there: nothing arrived or was added)");
         else if (v->want != 0 && v->got == 2 * v->want) printf(" (twice the answer: added twice?)");
     }
@@ -157,7 +170,7 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
 }
 
 int main(int argc, char **argv) {
-    int np = 1, mismatch = 0, kill_rank = -1, kill_at = 0, stall_rank = -1, large = 0;
+    int np = 1, mismatch = 0, kill_rank = -1, kill_at = 0, stall_rank = -1, large = 0, strided = 0;
     double timeout = 30;
     const char *transport = "shm", *stores = "auto", *op_s = "all";
     Flag flags[] = {
@@ -170,6 +183,8 @@ int main(int argc, char **argv) {
                  "which collective to check"),
         F_BOOL("--large", &large, "one fp32 message whose shards exceed the transport's channel "
                "(catches a send waited for before its receive is posted)"),
+        F_BOOL("--strided", &strided, "every collective on two subgroups, not the world: the "
+               "even world ranks and the odd ones, each in descending order (needs --np >= 4)"),
         F_BOOL("--mismatch", &mismatch, "rank 1 calls all-reduce with one element more (must be reported)"),
         F_INT_SENTINEL("--kill-rank", &kill_rank, 0, COMM_MAX_RANKS - 1, "-1 = none",
                        "this rank kills itself ..."),
@@ -208,8 +223,19 @@ int main(int argc, char **argv) {
         snprintf(suffix, sizeof suffix, ".%s", transport_name(comm_transport(c)));
     else if (cc.shm_stores != SHM_STORES_AUTO)
         snprintf(suffix, sizeof suffix, ".%s", stores);
+    // The group the collectives run in: the world, or this rank's strided subgroup.
+    Group sub, *g = world;
+    if (strided) {
+        CHECK(p >= 4, "--strided needs --np 4 or more (two groups of at least two)");
+        int members[COMM_MAX_RANKS], n = 0;
+        for (int q = p - 1; q >= 0; q--)
+            if (q % 2 == r % 2) members[n++] = q;
+        comm_group_new(c, &sub, r % 2 ? "odd" : "even", members, n);
+        g = &sub;
+        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".strided");
+    }
     int with_mpi = comm_transport(c) == TRANSPORT_MPI;
-    size_t big = large_count(c, p);
+    size_t big = large_count(c, g->size);
     // Announce the checks first (tests/run.sh): one that never reports, because a
     // rank crashed or hung, is then traced to this run.
     for (int pass = 0; pass < 2; pass++)
@@ -229,15 +255,15 @@ int main(int argc, char **argv) {
             Verdict mine = {0};
             char what[96];
             if (large) {
-                check_exact(c, world, (CollOp)op, (Algo)a, big, DT_F32, &mine);
+                check_exact(c, g, (CollOp)op, (Algo)a, big, DT_F32, &mine);
                 snprintf(what, sizeof what, "one message of %zu fp32 (shards > the %zu-byte channel)",
                          big, comm_channel_bytes(c));
             } else {
                 for (size_t k = 0; k < NCOUNTS; k++) {
-                    check_exact(c, world, (CollOp)op, (Algo)a, counts[k], DT_F32, &mine);
-                    check_exact(c, world, (CollOp)op, (Algo)a, counts[k], DT_BF16, &mine);
+                    check_exact(c, g, (CollOp)op, (Algo)a, counts[k], DT_F32, &mine);
+                    check_exact(c, g, (CollOp)op, (Algo)a, counts[k], DT_BF16, &mine);
                 }
-                if (op == OP_ALLREDUCE) mine.rand_bad = check_random(c, world, (Algo)a, 4099);
+                if (op == OP_ALLREDUCE) mine.rand_bad = check_random(c, g, (Algo)a, 4099);
                 snprintf(what, sizeof what, "%zu counts x fp32/bf16, exact", NCOUNTS);
             }
             // Verdicts travel by point-to-point, not by the collectives under test.
