@@ -49,7 +49,17 @@ s3_case() {  # s3_case VARIANT TOL N ACCUM ALGO STRATEGY [FLAGS...]
         tail -n 6 "$f.log"
         return
     fi
-    "$BUILD/tests/compare_params" "$f.safetensors" "$ref" "$tol" "$name"
+    # The gradient norm of every step (logged to 3 decimals) is the reference's: a
+    # gradient scaled by a constant (a mean over the wrong group) would pass the
+    # weights, since clipping (active at every step: above 1.0) and Adam divide it out.
+    local norms
+    norms=$(paste -d' ' <(grep -o 'norm [0-9.]*' "${ref%.safetensors}.log" | cut -d' ' -f2) \
+                        <(grep -o 'norm [0-9.]*' "$f.log" | cut -d' ' -f2))
+    if ! awk 'NF != 2 || $2 < $1 * 0.999 - 0.0015 || $2 > $1 * 1.001 + 0.0015 {bad = 1} END {exit bad || NR != 5}' <<<"$norms"; then
+        echo "FAIL $name  the gradient norms of the 5 steps (reference, this run): $(tr '\n' ';' <<<"$norms")"
+    else
+        "$BUILD/tests/compare_params" "$f.safetensors" "$ref" "$tol" "$name"
+    fi
     if ! grep -q 'norm' "$f.log" || grep -o 'norm [0-9.]*' "$f.log" | awk '$2 <= 1.0 {bad = 1} END {exit !bad}'; then
         echo "FAIL $name.clipping  the gradient norm fell to the clipping threshold: clipping was not active at every step"
     fi
@@ -81,6 +91,30 @@ done
 run sharded-hsdp-np2 env MEMORY=1 bash -c 's3_case shard1 1e-6 2 1 naive hsdp --shard-size 1'
 run sharded-hsdp-np4 env MEMORY=1 bash -c 's3_case shard2 1e-6 4 1 naive hsdp --shard-size 2'
 run sharded-hsdp-np5 env MEMORY=1 bash -c 's3_case shard5 0 5 1 naive hsdp --shard-size 5'
+# Buckets in flight are bounded: with one group a bucket (--bucket-mb 0) and 8 layers,
+# ZeRO-2 may hold MAX_IN_FLIGHT (2) launched buckets and 2 being filled, never the
+# whole gradient: a grads_need that retires only finished buckets (none while the
+# backward outruns the reduce-scatters) holds all 10 groups' buckets at once.
+s3_comm_bound() {
+    local name=sharded.memory.zero2.bucket0.l8.np2 f="$S3_DIR/comm-bound" model=($S3_MODEL_STR)
+    echo "PLAN $name"
+    model[1]=8  # --layers 8
+    if ! "$BUILD/sharded_train" --np 2 --strategy zero2 --bucket-mb 0 "${model[@]}" --steps 2 --lr 1e-3 \
+            --warmup 0 --timeout 20 --peak-tflops 1 >"$f.log" 2>&1; then
+        echo "FAIL $name  the run failed: $(grep -m1 -E 'error|killed' "$f.log" | cut -c1-300)"
+        return 1
+    fi
+    local group=$((12 * 49 * 49 + 13 * 49)) comm
+    comm=$(grep '^MEM' "$f.log" | grep -o 'comm=[0-9]*' | cut -d= -f2 | sort -n | tail -1)
+    if [ "$(grep -c '^MEM' "$f.log")" = 2 ] && [ -n "$comm" ] && [ "$comm" -gt 0 ] &&
+       [ "$comm" -le $((4 * 4 * group)) ]; then
+        echo "PASS $name  peak comm $comm B per rank, within 4 buckets of the largest group ($((4 * 4 * group)) B; the whole gradient is $(grep -m1 '^MEM' "$f.log" | grep -o 'params=[0-9]*' | cut -d= -f2) B)"
+    else
+        echo "FAIL $name  peak comm ${comm:-?} B on some rank, above 4 buckets of the largest group ($((4 * 4 * group)) B): buckets past MAX_IN_FLIGHT must be retired (oldest first) before another is made"
+        return 1
+    fi
+}
+run sharded-zero2-comm-bound s3_comm_bound
 # The ring: another summation order, so within 1e-5 (fp32, the ring's order against
 # the reference's; stage 02's DDP meets the same tolerance); the bytes per step.
 for n in 3 4; do
