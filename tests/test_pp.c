@@ -51,6 +51,14 @@ static int in_flight_formula(SchedKind k, int p, int s, int m) {
     int n = k == SCHED_GPIPE ? m : k == SCHED_ZB_H1 ? p : p - s;
     return n < m ? n : m;
 }
+// Interleaved 1F1B with v chunks a rank, counted in chunk-forwards: Megatron-LM's
+// warm-up, 2(p - s - 1) + (v - 1)p, plus the steady state's one forward before its
+// backward, at most all m v (and all of them when m = p, where Megatron-LM warms up
+// with everything). A schedule may hold fewer, never more: that is its memory.
+static int in_flight_interleaved(int p, int s, int m, int v) {
+    int n = m == p ? m * v : 2 * (p - s - 1) + (v - 1) * p + 1;
+    return n < m * v ? n : m * v;
+}
 
 static void expect_refused(TestState *ts, PPSchedule *S, const char *name, const char *pattern) {
     char err[512];
@@ -90,7 +98,7 @@ static void test_checker(TestState *ts) {
     char err[512], name[96];
     // Every generated schedule is sound, and holds the micro-batches in flight the
     // formulas say: GPipe m on every rank, 1F1B min(p - s, m), ZB-H1 min(p, m) (its
-    // rank s keeps s weight passes back).
+    // rank s keeps s weight passes back); interleaved at most its warm-up plus one.
     for (int k = 0; k < SCHED_COUNT; k++) {
         int bad = 0, count = 0, wrong_flight = 0;
         char first[600] = "";
@@ -109,6 +117,15 @@ static void test_checker(TestState *ts) {
                                 snprintf(first, sizeof first, "; p %d m %d: rank %d holds %d "
                                          "micro-batches at once, the formula %d", p, m, st,
                                          sched_max_in_flight(S, st), want);
+                        }
+                    } else {
+                        for (int st = 0; st < p; st++) {
+                            int most = in_flight_interleaved(p, st, m, v);
+                            if (sched_max_in_flight(S, st) > most && !wrong_flight++)
+                                snprintf(first, sizeof first, "; p %d m %d v %d: rank %d holds %d "
+                                         "chunk-forwards at once, more than the warm-up "
+                                         "2(p-s-1)+(v-1)p plus one, %d", p, m, v, st,
+                                         sched_max_in_flight(S, st), most);
                         }
                     }
                     sched_free(S);
