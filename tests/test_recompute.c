@@ -9,6 +9,10 @@
 //                             (mm_course_stage_act_bytes), to the byte; and less than
 //                             without recompute.
 // mp.recompute.LEVEL.steps    3 AdamW steps: the weights bitwise those without.
+// mp.recompute.LEVEL.reruns   what the backward computes again, counted by the
+//                             attention forwards it calls: selective one per layer
+//                             (the attention matrix), full every k only the layers
+//                             l % k == 0 (the others kept everything), none nothing.
 // mp.recompute.selective.two_pass   the zero-bubble pipeline's backward in two passes
 //                             (stage 05) recomputes the attention matrix in its input
 //                             pass: bitwise the one-pass gradients.
@@ -46,7 +50,19 @@ typedef struct {
     float *params;           // after STEPS AdamW steps
     size_t act_bytes;        // MEM_ACTIVATIONS held once allocated
     size_t n;
+    long reruns;             // attention forwards during the first backward
 } Run;
+
+// The backend with its attention forward counted: every layer's forward calls it
+// once, and so does every recomputation of a layer or of its attention matrix.
+static long attention_calls;
+static void (*attention_forward_real)(Ctx *, float *, float *, const float *, int, int, int, int,
+                                      DType);
+static void attention_forward_counted(Ctx *ctx, float *out, float *att, const float *qkv, int Bn,
+                                      int T, int C, int NH, DType rt) {
+    attention_calls++;
+    attention_forward_real(ctx, out, att, qkv, Bn, T, C, NH, rt);
+}
 
 static void batch(int step, int *tok, int *tgt) {
     Rng r;
@@ -60,6 +76,10 @@ static void batch(int step, int *tok, int *tgt) {
 static Run run_as(GPTRecipe recipe, int fp32_slots, GPTRecompute rc, int every, int two_pass) {
     Ctx ctx;
     ctx_init(&ctx, DEV_CPU, 1, 0);
+    Ops counted = *ctx.ops;
+    attention_forward_real = ctx.ops->attention_forward;
+    counted.attention_forward = attention_forward_counted;
+    ctx.ops = &counted;
     GPT g;
     gpt_init(&g, &ctx, &CFG, 7);
     gpt_set_recompute(&g, rc, every);
@@ -79,8 +99,10 @@ static Run run_as(GPTRecipe recipe, int fp32_slots, GPTRecompute rc, int every, 
         batch(s, tok, tgt);
         gpt_zero_grad(&g);
         float loss = gpt_forward(&g, tok, tgt, B, T);
+        long before = attention_calls;
         if (!two_pass) {
             gpt_backward(&g, 1.0f);
+            if (s == 0) out.reruns = attention_calls - before;
         } else {  // stage 05's zero-bubble split: input gradients first, weights after
             float *keep = calloc(gpt_keep_floats(&g, 0, L, B, T), sizeof(float));
             gpt_head_backward(&g, gpt_layer_output(&g, L - 1), g.dres, 1.0f, B, T);
@@ -174,9 +196,9 @@ int main(void) {
         {"full_every2", GPT_RECOMPUTE_FULL, RECOMPUTE_FULL, 2},
         {"full_every3", GPT_RECOMPUTE_FULL, RECOMPUTE_FULL, 3},
     };
+    static const char *const parts[] = {"grads", "memory", "steps", "reruns"};
     for (size_t i = 0; i < sizeof levels / sizeof *levels; i++)
-        for (const char *part = "grads"; part; part = strcmp(part, "grads") == 0 ? "memory" : 0)
-            printf("PLAN mp.recompute.%s.%s\n", levels[i].name, part);
+        for (int k = 0; k < 4; k++) printf("PLAN mp.recompute.%s.%s\n", levels[i].name, parts[k]);
     static const char *const packed_names[] = {"mixed-bf16.none", "mixed-bf16.selective",
         "mixed-bf16.full_every2", "mixed-fp16.none", "mixed-fp16.selective", "mixed-fp16.full_every2"};
     for (int i = 0; i < 6; i++)
@@ -207,6 +229,13 @@ int main(void) {
         snprintf(name, sizeof name, "mp.recompute.%s.steps", levels[i].name);
         test_report(&ts, d < 0, name, "weights after %d AdamW steps %s", STEPS,
                     d < 0 ? "bitwise" : "differ");
+        long want = 0;
+        for (int l = 0; l < CFG.n_layer; l++)
+            want += levels[i].rc == GPT_RECOMPUTE_SELECTIVE || l % levels[i].every == 0;
+        snprintf(name, sizeof name, "mp.recompute.%s.reruns", levels[i].name);
+        test_report(&ts, r.reruns == want && base.reruns == 0, name, "the backward ran %ld "
+                    "attention forwards again (want %ld of %d layers; none: %ld)", r.reruns, want,
+                    CFG.n_layer, base.reruns);
         free(r.grads);
         free(r.params);
     }
