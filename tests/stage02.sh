@@ -46,6 +46,10 @@ fi
 
 # DDP's broadcast and gradient mean, each against one process (tests/test_ddp.c).
 for n in 2 3 4; do run "ddp-collectives-np$n" "$BUILD/tests/test_ddp" --np "$n" --timeout 10; done
+# ... and over subgroups, as over a mesh's data-parallel group: the group's root and size.
+for n in 4 5; do
+    run "ddp-collectives-strided-np$n" "$BUILD/tests/test_ddp" --np "$n" --strided --timeout 10
+done
 
 # DDP: N ranks with batch B end with the weights of one process with batch N*B.
 # The whole training loop: N ranks with batch B end with the weights of one process

@@ -15,6 +15,10 @@
 //     then the all-reduce, against one sum over N*B rows), which moves elements by a
 //     few ulps (measured 2e-7 to 5e-7 at N = 2-4). A forgotten 1/N is an error of N - 1 >= 1.
 //
+// ...npN.strided  The same over two subgroups (the even and the odd world ranks, each
+//     in descending order), as DDP runs over the data-parallel group of a mesh:
+//     "rank 0" and N are the group's, not the world's.
+//
 // AdamW hides a scale error (its update is nearly invariant to the gradient's
 // scale), which is why the gradient itself is compared here, not only the weights
 // after training (tests/stage02.sh does that too, through build/ddp_train).
@@ -77,12 +81,12 @@ static void compare(const float *got, const float *want, size_t n, Verdict *v) {
 
 static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
-static Verdict check_broadcast(Comm *c, Group *world, Ctx *ctx, const GPTConfig *cfg) {
-    int r = world->rank, p = world->size;
+static Verdict check_broadcast(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg) {
+    int r = grp->rank, p = grp->size;
     GPT g;
     gpt_init(&g, ctx, cfg, SEED + r);  // replicas start different
     DDP d = {0};
-    ddp_init(&d, c, world, ALGO_NAIVE);
+    ddp_init(&d, c, grp, ALGO_NAIVE);
     d.gpu = NULL;
     float *mine = host_params(ctx, cfg, SEED + r), *want = host_params(ctx, cfg, SEED);
     ddp_broadcast_params(&d, &g);
@@ -120,8 +124,8 @@ static void forward_backward(GPT *g, int rank, int world, int B, int T) {
     data_close(&dl);
 }
 
-static Verdict check_mean_gradient(Comm *c, Group *world, Ctx *ctx, const GPTConfig *cfg, int B) {
-    int r = world->rank, p = world->size, T = cfg->seq_len;
+static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg, int B) {
+    int r = grp->rank, p = grp->size, T = cfg->seq_len;
     GPT g, one;
     gpt_init(&g, ctx, cfg, SEED);
     gpt_alloc_grads(&g);
@@ -132,7 +136,7 @@ static Verdict check_mean_gradient(Comm *c, Group *world, Ctx *ctx, const GPTCon
     CHECK(local, "out of memory");
     memcpy(local, g.grads, n * sizeof(float));
     DDP d = {0};
-    ddp_init(&d, c, world, ALGO_NAIVE);
+    ddp_init(&d, c, grp, ALGO_NAIVE);
     d.gpu = NULL;
     ddp_sync_grads(&d, &g);
 
@@ -178,12 +182,15 @@ static void report(const char *name, const GPT *shape, int p, const Verdict *all
 }
 
 int main(int argc, char **argv) {
-    int np = 2, B = 2;
+    int np = 2, B = 2, strided = 0;
     double timeout = 30;
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
         F_INT("--batch", &B, 1, 64, "rows per rank"),
         F_DOUBLE("--timeout", &timeout, 0.1, 3600, "seconds any wait may take"),
+        F_BOOL("--strided", &strided, "DDP over two subgroups, not the world: the even world "
+               "ranks and the odd ones, each in descending order (needs --np >= 4), as DDP "
+               "runs over the data-parallel group of a mesh"),
     };
     flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_ddp [flags]",
                 "Checks DDP's weight broadcast and gradient mean against one process.");
@@ -191,6 +198,15 @@ int main(int argc, char **argv) {
     Comm *c = comm_launch(&cc);
     Group *world = (Group *)comm_world(c);
     int p = comm_size(c), r = comm_rank(c);
+    Group sub, *grp = world;  // what DDP runs over
+    if (strided) {
+        CHECK(p >= 4, "--strided needs --np 4 or more (two groups of at least two)");
+        int members[COMM_MAX_RANKS], n = 0;
+        for (int q = p - 1; q >= 0; q--)
+            if (q % 2 == r % 2) members[n++] = q;
+        comm_group_new(c, &sub, r % 2 ? "odd" : "even", members, n);
+        grp = &sub;
+    }
     Ctx ctx;
     ctx_init(&ctx, DEV_CPU, 1, 0);
     GPTConfig cfg;
@@ -199,15 +215,15 @@ int main(int argc, char **argv) {
     gpt_init(&shape, &ctx, &cfg, SEED);
 
     char names[2][64];
-    snprintf(names[0], sizeof names[0], "ddp.broadcast_params.np%d", p);
-    snprintf(names[1], sizeof names[1], "ddp.mean_gradient.np%d", p);
+    snprintf(names[0], sizeof names[0], "ddp.broadcast_params.np%d%s", p, strided ? ".strided" : "");
+    snprintf(names[1], sizeof names[1], "ddp.mean_gradient.np%d%s", p, strided ? ".strided" : "");
     if (r == 0) {
         for (int k = 0; k < 2; k++) printf("PLAN %s\n", names[k]);
         fflush(stdout);
     }
     for (int k = 0; k < 2; k++) {
-        Verdict mine = k == 0 ? check_broadcast(c, world, &ctx, &cfg)
-                              : check_mean_gradient(c, world, &ctx, &cfg, B);
+        Verdict mine = k == 0 ? check_broadcast(c, grp, &ctx, &cfg)
+                              : check_mean_gradient(c, grp, &ctx, &cfg, B);
         if (r == 0) {
             Verdict all[COMM_MAX_RANKS];
             all[0] = mine;
