@@ -61,7 +61,8 @@ static void test_bpp(TestState *ts) {
     test_report(ts, ok, "bpp.sgd_momentum", "mixed: got %g + %g + %g (want 2 + 2 + 8)", b.params,
                 b.grads, b.optimizer);
     ok = bpp_is(RECIPE_MIXED_BF16, OPTIM_SGD, 2, 2, 4) && bpp_is(RECIPE_FP32, OPTIM_SGD, 4, 4, 0) &&
-         bpp_is(RECIPE_MEGATRON_FP16, OPTIM_SGD, 2, 2, 8);
+         bpp_is(RECIPE_MEGATRON_FP16, OPTIM_SGD, 2, 2, 8) &&
+         bpp_is(RECIPE_MEGATRON_BF16, OPTIM_SGD, 2, 4, 4);
     b = mm_bytes_per_param(RECIPE_MIXED_BF16, OPTIM_SGD);
     test_report(ts, ok, "bpp.sgd", "mixed: got %g + %g + %g (want 2 + 2 + 4)", b.params, b.grads,
                 b.optimizer);
@@ -322,9 +323,18 @@ static void test_acts(TestState *ts) {
     double head = 2 * 2 * sbh + 4.0 * 2048 * 50257;
     double whole = mm_act_bytes_model(&g, &h);
     double lay = 96 * mm_act_bytes_per_layer(&g, &h);
-    test_report(ts, lay > 0 && near(whole - lay, head, 1e-6 * head), "act.head_on_last_stage",
-                "%.3f GB beside %.1f GB of layers (fp32 logits 4sbV = %.3f GB)", (whole - lay) / 1e9,
-                lay / 1e9, 4.0 * 2048 * 50257 / 1e9);
+    // With TP 8 and SP the norm and LM-head inputs are split along the sequence, and
+    // the logits over the vocabulary (vocab-parallel): both / t.
+    Setup h8 = s;
+    h8.tp = 8;
+    h8.sp = 1;
+    double head8 = (2 * 2 * sbh + 4.0 * 2048 * 50257) / 8;
+    double whole8 = mm_act_bytes_model(&g, &h8), lay8 = 96 * mm_act_bytes_per_layer(&g, &h8);
+    test_report(ts, lay > 0 && near(whole - lay, head, 1e-6 * head) &&
+                        near(whole8 - lay8, head8, 1e-6 * head8),
+                "act.head_on_last_stage", "%.3f GB beside %.1f GB of layers (fp32 logits 4sbV = "
+                "%.3f GB); TP 8 + SP: %.3f GB (want 1/8: %.3f GB)", (whole - lay) / 1e9, lay / 1e9,
+                4.0 * 2048 * 50257 / 1e9, (whole8 - lay8) / 1e9, head8 / 1e9);
 
     // The generalisation: fp32 without dropout is 16 elements x 4 bytes per token and
     // one score matrix per head -- the same 16 tensors-per-token this code saves.
@@ -335,6 +345,11 @@ static void test_acts(TestState *ts) {
     double fp = mm_act_bytes_per_layer(&nd, &f), fwant = sbh * 64 + 96.0 * 2048 * 2048 * 4;
     test_report(ts, near(fp, fwant, 1e-9 * fwant), "act.fp32_no_dropout_16_elements",
                 "%.1f MB per layer (want 64sbh + 4as^2b = %.1f MB)", fp / 1e6, fwant / 1e6);
+    // fp32 with dropout: the two masks (1 byte each) per token, and per head the scores'
+    // softmax (4 bytes), its dropout mask (1) and the dropout's output (4).
+    double fd = mm_act_bytes_per_layer(&g, &f), fdwant = sbh * (64 + 2) + 96.0 * 2048 * 2048 * 9;
+    test_report(ts, near(fd, fdwant, 1e-9 * fdwant), "act.fp32_dropout",
+                "%.1f MB per layer (want 66sbh + 9as^2b = %.1f MB)", fd / 1e6, fdwant / 1e6);
     // Llama 2 70B (bf16, no dropout): replicated 4 elements, split Q 1 + attention output 1
     // + K, V 2 x 1/8 + SwiGLU 3 x 3.5 = 12.75, one bf16 score matrix per head.
     ModelSpec ll = preset("llama2-70b");
@@ -356,13 +371,14 @@ static void test_acts(TestState *ts) {
     // The course recipe with stage 06's recompute and 2-byte storage (--precision
     // mixed-bf16 stores the layers' tensors in 2 bytes): the whole model's activations,
     // as the ledger measures them (build/train --layers 4 --width 32 --heads 4 --seq 8
-    // --vocab 61 --batch 2 --precision P --recompute R; stage 06's mp.memory checks
-    // hold memcalc to the ledger, to the byte).
+    // --vocab 61 --batch 2 --precision P --recompute R [--recompute-every 2]; stage 06's
+    // mp.memory checks hold memcalc to the ledger, to the byte).
     ModelSpec k = {ARCH_GPT, 4, 32, 4, 4, 128, 61, 8, 0, 0};
     static const struct { const char *prec; int half; Recompute rc; double want; } kc[] = {
         {"fp32", 0, RECOMPUTE_NONE, 148608},       {"fp32", 0, RECOMPUTE_SELECTIVE, 142464},
         {"fp32", 0, RECOMPUTE_FULL, 51584},        {"mixed-bf16", 1, RECOMPUTE_NONE, 118144},
         {"mixed-bf16", 1, RECOMPUTE_SELECTIVE, 114048}, {"mixed-bf16", 1, RECOMPUTE_FULL, 51584},
+        {"fp32 every 2", 0, RECOMPUTE_FULL, 117632},   {"mixed-bf16 every 2", 1, RECOMPUTE_FULL, 84864},
     };
     static const char *rcname[] = {"none", "selective", "full"};
     char kd[512];
@@ -373,6 +389,7 @@ static void test_acts(TestState *ts) {
         ks.recipe = RECIPE_COURSE;
         ks.micro_batch = 2;
         ks.recompute = kc[i].rc;
+        ks.recompute_every = strstr(kc[i].prec, "every 2") ? 2 : 1;
         ks.course_precision = kc[i].half;  // 1: a mixed recipe (its masters)
         ks.course_half = kc[i].half;
         double got = mm_act_bytes_model(&k, &ks);
@@ -384,7 +401,7 @@ static void test_acts(TestState *ts) {
         }
     }
     if (kok) snprintf(kd, sizeof kd, "fp32 and mixed-bf16 (2-byte layers), --recompute none, "
-                      "selective, full: the ledger's bytes");
+                      "selective, full, full every 2: the ledger's bytes");
     test_report(ts, kok, "act.course_recompute_2byte", "L4 C32 NH4 T8 V61, batch 2: %s", kd);
 }
 
