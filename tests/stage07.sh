@@ -93,30 +93,33 @@ run ft-resume-trials-d s7_trial 19 20 21 22 23 24
 # The precisions' own state: mixed-bf16's fp32 masters (the resume must not refill
 # them from the bf16 weights), mixed-fp16's loss scaler (its scale and counters;
 # an overflow injected at step 2 backs the scale off before the checkpoint at 3),
-# and fp8's amax histories (each rank's own: on DDP too). S7_RUN: the driver.
+# and fp8's amax histories (each rank's own: on DDP too). S7_RUN: the driver;
+# S7_EVERY, S7_KILL: the checkpoint interval (3) and the step killed (6).
 s7_precision() {  # s7_precision NAME FLAGS...
     local name=$1 d="$S7_DIR/prec.$1" run=${S7_RUN:-train --batch 2}; shift
+    local every=${S7_EVERY:-3} kill=${S7_KILL:-6} from
+    from=$(( (kill - 1) / every * every ))
     echo "PLAN s7.resume.precision.$name"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
     "$BUILD"/$run $S7_TRAIN "$@" --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1
     # shellcheck disable=SC2086
-    { "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --ckpt-every 3 \
-        --inject kill,step=6 >"$d/kill.log" 2>&1; } 2>/dev/null
+    { "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --ckpt-every "$every" \
+        --inject "kill,step=$kill" >"$d/kill.log" 2>&1; } 2>/dev/null
     local killed=$?
     # shellcheck disable=SC2086
     "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --resume \
         --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
     local scale
     scale=$(grep -o '"scale": [0-9.e+-]*' "$d/ck/step-00000010/manifest.json" 2>/dev/null | head -n 1)
-    if [ "$killed" -eq 0 ] || ! grep -q 'resumed from .*(step 3)' "$d/res.log"; then
-        echo "FAIL s7.resume.precision.$name  $*: the kill run exited $killed (it must die at step 6), or the resume did not load step 3's checkpoint: $(grep -h -m1 -i -E 'error|resumed' "$d/res.log")"
+    if [ "$killed" -eq 0 ] || ! grep -q "resumed from .*(step $from)" "$d/res.log"; then
+        echo "FAIL s7.resume.precision.$name  $*: the kill run exited $killed (it must die at step $kill), or the resume did not load step $from's checkpoint: $(grep -h -m1 -i -E 'error|resumed' "$d/res.log")"
         return 1
     elif [ "$(grep '^loss scale:' "$d/ref.log")" != "$(grep '^loss scale:' "$d/res.log")" ]; then
         echo "FAIL s7.resume.precision.$name  $*: the loss scaler's summary differs after the resume: '$(grep '^loss scale:' "$d/res.log")' against the uninterrupted run's '$(grep '^loss scale:' "$d/ref.log")'"
         return 1
     elif cmp -s "$d/ref.safetensors" "$d/res.safetensors"; then
-        echo "PASS s7.resume.precision.$name  $*: killed at step 6, resumed from step 3, final weights bitwise (final manifest: $scale)"
+        echo "PASS s7.resume.precision.$name  $*: killed at step $kill, resumed from step $from, final weights bitwise (final manifest: $scale)"
     else
         echo "FAIL s7.resume.precision.$name  $*: the resumed run's weights differ: $(grep -h -m1 -i error "$d"/*.log)"
         return 1
@@ -124,6 +127,11 @@ s7_precision() {  # s7_precision NAME FLAGS...
 }
 run ft-resume-mixed-bf16 s7_precision mixed-bf16 --precision mixed-bf16
 run ft-resume-mixed-fp16 s7_precision mixed-fp16 --precision mixed-fp16 --loss-scale 1024 --loss-scale-window 2 --inject-overflow 2
+# Every step before the checkpoint overflowed (skipped): the masters were never filled
+# from the weights, and the resumed run must fill them at its first step, as the
+# uninterrupted run does.
+S7_EVERY=1 S7_KILL=2 run ft-resume-fp16-unfilled s7_precision mixed-fp16.masters_unfilled \
+    --precision mixed-fp16 --loss-scale 1024 --inject-overflow 1
 run ft-resume-bf16-sr s7_precision bf16-sr --precision bf16-sr
 run ft-resume-fp8 s7_precision fp8 --precision fp8
 S7_RUN="ddp_train --np 2 --batch 1" run ft-resume-fp8-ddp s7_precision fp8_ddp_np2 --precision fp8

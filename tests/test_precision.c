@@ -200,6 +200,11 @@ static void test_sround_exact(TestState *ts, Rng *rng) {
          "inf and -inf must stay as they are"},
         {!isnan(sr(NAN, 0xffff)) || !isnan(sr(float_from_bits(0x7f800001u), 0)),
          "NaN must stay NaN (also one whose payload is all in the low 16 bits)"},
+        {!isnan(sr(float_from_bits(0x7fffffffu), 0x8000)) ||
+             !isnan(sr(float_from_bits(0xffffffffu), 0x0001)) ||
+             !isnan(sr(float_from_bits(0xff80ffffu), 0xffff)),
+         "NaN must stay NaN, whatever its payload and sign (0x7fffffff with r16 = 0x8000 "
+         "carries out of the exponent into zero if rounded like a number)"},
     };
     bad = 0;
     const char *why = "";
