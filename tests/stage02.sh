@@ -54,24 +54,33 @@ done
 # DDP: N ranks with batch B end with the weights of one process with batch N*B.
 # The whole training loop: N ranks with batch B end with the weights of one process
 # with batch N*B after 5 AdamW steps. The naive all-reduce: this grades ddp.c, not ring.c.
-ddp_equivalence() {
-    local n=$1 dir name="ddp.equals_single_process.np$1"
+ddp_equivalence() {  # ddp_equivalence N [ALGO]  (naive: no suffix; ring: ".ring")
+    local n=$1 algo=${2:-naive} dir name="ddp.equals_single_process${2:+.$2}.np$1"
     echo "PLAN $name"
     dir=$(mktemp -d)
     local common=(--preset tiny --steps 5 --lr 1e-3 --log-every 100 --warmup 0)
     local one=("$BUILD/train" "${common[@]}" --batch $((2 * n)) --save-params "$dir/one.safetensors")
-    local ddp=("$BUILD/ddp_train" "${common[@]}" --np "$n" --batch 2 --algo naive --timeout 30
+    local ddp=("$BUILD/ddp_train" "${common[@]}" --np "$n" --batch 2 --algo "$algo" --timeout 30
                --save-params "$dir/ddp.safetensors")
+    # What rank 0 sends in the 5 all-reduces of the 118,528-parameter model (4 bytes
+    # each): the ring 2(N-1)/N buffers a call, the naive one (rank 0 its root) N - 1.
+    local sent want
+    want=$(awk -v n="$n" -v a="$algo" 'BEGIN { b = 5 * 4 * 118528 * (a == "ring" ? 2 * (n - 1) / n : n - 1); printf "%.2f", b / 1e6 }')
     if ! "${one[@]}" >"$dir/one.log" 2>&1; then
         echo "FAIL $name  the single process failed: ${one[*]}"; tail -n 5 "$dir/one.log"
     elif ! "${ddp[@]}" >"$dir/ddp.log" 2>&1; then
-        echo "FAIL $name  the DDP run failed: ${ddp[*]}"; tail -n 5 "$dir/ddp.log"
+        echo "FAIL $name  the DDP run failed: ${ddp[*]}"; grep -v '^launcher: ' "$dir/ddp.log" | tail -n 5
+    elif sent=$(grep -o 'all-reduce [0-9]* calls, [0-9.]* MB sent' "$dir/ddp.log" | grep -o '[0-9.]* MB' | cut -d' ' -f1) &&
+         [ "$sent" != "$want" ]; then
+        echo "FAIL $name  rank 0 sent ${sent:-?} MB in its all-reduces, where 5 $algo all-reduces send $want MB: does ddp_sync_grads use d->algo?"
     else
         "$BUILD/tests/compare_params" "$dir/ddp.safetensors" "$dir/one.safetensors" 1e-5 "$name"
     fi
     rm -rf "$dir"
 }
 for n in 2 3 4; do run "ddp-np$n" ddp_equivalence "$n"; done
+# The drivers' default, the ring: the broadcast of the weights has no ring algorithm.
+run ddp-ring-np3 ddp_equivalence 3 ring
 
 # Faults: a rank killed mid-collective, and ranks calling with different sizes,
 # must end the job quickly with a diagnostic naming the collective (no hang).
