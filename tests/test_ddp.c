@@ -45,6 +45,7 @@ typedef struct {
     float got, want;
     int32_t whose;       // broadcast: the rank whose initial weights got equals (-1: none)
     int32_t unchanged;   // got equals what this rank held before the call
+    int32_t group;       // the size of the group DDP ran over (the world's, or --strided's)
 } Verdict;
 
 static float *host_params(Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
@@ -144,7 +145,7 @@ static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfi
     gpt_alloc_grads(&one);
     gpt_alloc_acts(&one, p * B, T);
     forward_backward(&one, 0, 1, p * B, T);
-    Verdict v = {.whose = -1};
+    Verdict v = {.whose = -1, .group = p};
     compare(g.grads, one.grads, n, &v);
     v.unchanged = p > 1 && same(g.grads, local, n);
     free(local);
@@ -172,9 +173,12 @@ static void report(const char *name, const GPT *shape, int p, const Verdict *all
         if (v->unchanged) printf(" -- unchanged by the call: did it communicate at all?");
         else if (v->whose >= 0) printf(" -- these are rank %d's initial weights: the root must be 0",
                                        v->whose);
-        else if (p > 1 && fabs(v->scale - p) < 0.05 * p)
-            printf(" -- that is the sum over the %d ranks, not the mean: scale by 1/N", p);
-        else if (p > 1 && fabs(v->scale - 1.0 / p) < 0.05 / p)
+        else if (v->group > 1 && fabs(v->scale - v->group) < 0.05 * v->group)
+            printf(" -- that is the sum over the %d ranks, not the mean: scale by 1/N", v->group);
+        else if (v->group > 1 && v->group < p && fabs(v->scale * p - v->group) < 0.05 * v->group)
+            printf(" -- divided by the %d ranks of the job, not the %d of DDP's group", p,
+                   v->group);
+        else if (v->group > 1 && fabs(v->scale - 1.0 / v->group) < 0.05 / v->group)
             printf(" -- 1/N of the answer: divided twice?");
     }
     printf("\n");
