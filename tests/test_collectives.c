@@ -21,10 +21,7 @@
 // The comm layer's timeout then ends the run with a diagnostic (keep --timeout short).
 //
 // --strided runs every collective on two subgroups instead of the world, as later
-// stages do (a tensor-parallel group, a data-parallel one): the even world ranks and
-// the odd ones, each group listing its members in descending order. A member's rank
-// and the group's size are then not the world's: code that reads comm_rank or
-// comm_size where it means g->rank and g->size fails here.
+// stages do (a tensor-parallel group, a data-parallel one): tests/strided.h.
 //
 // Every rank checks its own result; rank 0 collects the verdicts over
 // point-to-point messages (not the collectives under test) and prints one line
@@ -42,6 +39,7 @@
 #include "check.h"
 #include "collectives.h"
 #include "flags.h"
+#include "strided.h"
 #include "rng.h"
 
 static const size_t counts[] = {0, 1, 2, 3, 5, 7, 13, 97, 1000, 4099, 65537};
@@ -226,12 +224,7 @@ int main(int argc, char **argv) {
     // The group the collectives run in: the world, or this rank's strided subgroup.
     Group sub, *g = world;
     if (strided) {
-        CHECK(p >= 4, "--strided needs --np 4 or more (two groups of at least two)");
-        int members[COMM_MAX_RANKS], n = 0;
-        for (int q = p - 1; q >= 0; q--)
-            if (q % 2 == r % 2) members[n++] = q;
-        comm_group_new(c, &sub, r % 2 ? "odd" : "even", members, n);
-        g = &sub;
+        g = strided_group(c, &sub);
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".strided");
     }
     int with_mpi = comm_transport(c) == TRANSPORT_MPI;

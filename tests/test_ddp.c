@@ -34,6 +34,7 @@
 #include "data.h"
 #include "ddp.h"
 #include "flags.h"
+#include "strided.h"
 
 #define SEED 1
 
@@ -202,15 +203,7 @@ int main(int argc, char **argv) {
     Comm *c = comm_launch(&cc);
     Group *world = (Group *)comm_world(c);
     int p = comm_size(c), r = comm_rank(c);
-    Group sub, *grp = world;  // what DDP runs over
-    if (strided) {
-        CHECK(p >= 4, "--strided needs --np 4 or more (two groups of at least two)");
-        int members[COMM_MAX_RANKS], n = 0;
-        for (int q = p - 1; q >= 0; q--)
-            if (q % 2 == r % 2) members[n++] = q;
-        comm_group_new(c, &sub, r % 2 ? "odd" : "even", members, n);
-        grp = &sub;
-    }
+    Group sub, *grp = strided ? strided_group(c, &sub) : world;  // what DDP runs over
     Ctx ctx;
     ctx_init(&ctx, DEV_CPU, 1, 0);
     GPTConfig cfg;
