@@ -1,9 +1,13 @@
 // ddp.h — data parallelism: every rank holds the whole model, trains on its own
 // slice of the global batch, and averages the gradients before the update.
 #pragma once
+#include <stdlib.h>
+
+#include "check.h"
 #include "collectives.h"
 #include "comm_cuda.h"
 #include "model.h"
+#include "ops.h"
 
 typedef struct {
     Comm *comm;
@@ -24,3 +28,29 @@ void ddp_broadcast_params(DDP *d, GPT *g);
 // gradient buffer, after all micro-batches (gradient accumulation needs no
 // extra communication).
 void ddp_sync_grads(DDP *d, GPT *g);
+
+// Where the collectives find the buffers (given to the exercise, used by ddp.c):
+// on the CPU the host collectives work on g->params / g->grads themselves; on a GPU
+// they need a host copy (ddp_host_view, the collective, then ddp_back_to_device),
+// unless the run has a GpuComm (ddp_on_gpu: d->gpu set), whose gpu_broadcast /
+// gpu_allreduce take the device pointers (NCCL, or our ring over CUDA IPC: two PCIe
+// copies of the whole model saved per step). The host copy is not charged to the
+// context's ledger, which counts the device's memory.
+static inline float *ddp_host_view(DDP *d, GPT *g, float *dev, int to_host) {
+    Ctx *ctx = g->ctx;
+    if (ctx->device == DEV_CPU) return dev;
+    size_t bytes = g->n_params * sizeof(float);
+    if (!d->staging) {
+        d->staging = (float *)malloc(bytes);
+        CHECK(d->staging, "out of host memory for the %zu-byte DDP staging buffer", bytes);
+    }
+    if (to_host) ctx->ops->to_host(ctx, d->staging, dev, bytes);
+    return d->staging;
+}
+static inline void ddp_back_to_device(DDP *d, GPT *g, float *dev) {
+    if (g->ctx->device != DEV_CPU)
+        g->ctx->ops->to_device(g->ctx, dev, d->staging, g->n_params * sizeof(float));
+}
+static inline int ddp_on_gpu(const DDP *d, const GPT *g) {
+    return d->gpu && g->ctx->device == DEV_CUDA;
+}
