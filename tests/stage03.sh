@@ -154,6 +154,31 @@ s3_nooverlap_comm() {  # s3_nooverlap_comm STRATEGY
 export -f s3_nooverlap_comm
 run sharded-zero2-nooverlap-comm s3_nooverlap_comm zero2
 run sharded-zero3-nooverlap-comm s3_nooverlap_comm zero3
+# Prefetching holds one unit more: the next one, whole, while this one computes. So a
+# rank's peak MEM_COMM without prefetch is about one unit lower (a layer's here,
+# 4 x 29,449 = 117,796 B; the pool's best-fit reuse of the smaller buffers moves the
+# difference by a few hundred bytes). Required: at least half a layer's unit lower. A
+# rank that gathers before freeing holds the freed unit and the gathered one at once,
+# as if it prefetched: no lower without prefetch.
+s3_prefetch_comm() {  # s3_prefetch_comm STRATEGY
+    local name="sharded.memory.prefetch.$1.np2" f="$S3_DIR/prefetch-comm-$1" model=($S3_MODEL_STR) a b
+    local half=$((2 * (12 * 49 * 49 + 13 * 49)))
+    echo "PLAN $name"
+    for o in prefetch no-prefetch; do
+        "$BUILD/sharded_train" --np 2 --strategy "$1" "${model[@]}" --steps 2 --lr 1e-3 --warmup 0 \
+            --timeout 20 --peak-tflops 1 --batch 2 $([ $o = no-prefetch ] && echo --no-prefetch) \
+            >"$f.$o.log" 2>&1
+    done
+    a=$(grep -h -m1 -o '^MEM rank=0 .*comm=[0-9]*' "$f.prefetch.log" | sed 's/.*comm=//')
+    b=$(grep -h -m1 -o '^MEM rank=0 .*comm=[0-9]*' "$f.no-prefetch.log" | sed 's/.*comm=//')
+    if [ -n "$a" ] && [ -n "$b" ] && [ "$((a - b))" -ge "$half" ]; then
+        echo "PASS $name  rank 0's peak comm $b B without prefetch, $a B with: $((a - b)) B less (>= $half, half a layer's unit)"
+    else
+        echo "FAIL $name  rank 0's peak comm ${b:-?} B without prefetch, ${a:-?} B with: prefetch's unit must be the difference (>= $half B, half a layer's unit). Free the units no longer needed before gathering this one"
+    fi
+}
+export -f s3_prefetch_comm
+for st in zero3 fsdp; do run "sharded-$st-prefetch-comm" s3_prefetch_comm "$st"; done
 run sharded-zero3-noprefetch bash -c 's3_case noprefetch 0 3 1 naive zero3 --no-prefetch'
 run sharded-zero3-noreshard bash -c 's3_case noreshard 0 3 1 naive zero3 --no-reshard'
 run sharded-fsdp-units2 bash -c 's3_case units2 0 3 1 naive fsdp --fsdp-unit-layers 2'
