@@ -154,10 +154,7 @@ int main(int argc, char **argv) {
 
     unsigned long long sent = s->step_bytes;
     sharded_free(s);  // the progress thread stops: the Comm is the main thread's again
-    const Ledger *L = &ctx.ledger;
-    printf("MEM rank=%d params=%zu grads=%zu optimizer=%zu activations=%zu comm=%zu workspace=%zu\n",
-           ctx.rank, L->peak[MEM_PARAMS], L->peak[MEM_GRADS], L->peak[MEM_OPTIMIZER],
-           L->peak[MEM_ACTIVATIONS], L->peak[MEM_COMM], L->peak[MEM_WORKSPACE]);
+    ledger_print_mem_line(&ctx.ledger, stdout, ctx.rank, "");
     printf("BYTES rank=%d sent_per_step=%llu\n", ctx.rank, sent);
     fflush(stdout);
     if (trace) {

@@ -102,10 +102,7 @@ int main(int argc, char **argv) {
                     .comm = c, .group = comm_world(c), .layout = layout};
     TrainResult res = train_run(&a, &ctx, &h);
 
-    const Ledger *L = &ctx.ledger;
-    printf("MEM rank=%d params=%zu grads=%zu optimizer=%zu activations=%zu comm=%zu workspace=%zu\n",
-           ctx.rank, L->peak[MEM_PARAMS], L->peak[MEM_GRADS], L->peak[MEM_OPTIMIZER],
-           L->peak[MEM_ACTIVATIONS], L->peak[MEM_COMM], L->peak[MEM_WORKSPACE]);
+    ledger_print_mem_line(&ctx.ledger, stdout, ctx.rank, "");
     printf("BYTES rank=%d sent_per_step=%llu\n", ctx.rank, s.step_bytes);
     printf("TPCOMM rank=%d tp_ms=%.3f step_ms=%.3f share=%.1f%%\n", ctx.rank, s.step_tp_s * 1e3,
            res.ms_per_step, res.ms_per_step > 0 ? 100.0 * s.step_tp_s * 1e3 / res.ms_per_step : 0);

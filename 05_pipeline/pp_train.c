@@ -170,12 +170,9 @@ int main(int argc, char **argv) {
                     .comm = c, .group = comm_world(c), .layout = layout};
     train_run(&a, &ctx, &h);
 
-    const Ledger *L = &ctx.ledger;
-    printf("MEM rank=%d stage=%d in_flight=%d params=%zu grads=%zu optimizer=%zu activations=%zu "
-           "comm=%zu workspace=%zu\n", ctx.rank, ppg.rank, sched_max_in_flight(S, ppg.rank),
-           L->peak[MEM_PARAMS], L->peak[MEM_GRADS], L->peak[MEM_OPTIMIZER],
-           L->peak[MEM_ACTIVATIONS], L->peak[MEM_COMM], L->peak[MEM_WORKSPACE]);
-    fflush(stdout);
+    char where[64];
+    snprintf(where, sizeof where, "stage=%d in_flight=%d", ppg.rank, sched_max_in_flight(S, ppg.rank));
+    ledger_print_mem_line(&ctx.ledger, stdout, ctx.rank, where);
     if (trace) {
         char json[1024], dat[1024];
         snprintf(json, sizeof json, "%s.json", trace);

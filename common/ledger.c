@@ -133,6 +133,14 @@ static void format_bytes_compact(size_t bytes, char *buf, size_t n) {
     snprintf(buf, n, "%s", tmp);
 }
 
+void ledger_print_mem_line(const Ledger *ledger, FILE *f, int rank, const char *extra) {
+    Ledger snap = snapshot(ledger);
+    fprintf(f, "MEM rank=%d%s%s", rank, extra && *extra ? " " : "", extra ? extra : "");
+    for (int c = 0; c < MEM_NCAT; c++) fprintf(f, " %s=%zu", g_category_names[c], snap.peak[c]);
+    fprintf(f, "\n");
+    fflush(f);
+}
+
 void ledger_format_peaks(const Ledger *ledger, char *buf, size_t n) {
     if (n == 0) return;
     Ledger snap = snapshot(ledger);

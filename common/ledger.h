@@ -50,6 +50,9 @@ void ledger_reset_peaks(Ledger *l);
 void ledger_print(const Ledger *l, FILE *f);
 // "params 12.6MB grads 12.6MB ... total 80.1MB" on one line, peaks.
 void ledger_format_peaks(const Ledger *l, char *buf, size_t n);
+// The drivers' machine-readable line, exact peaks in bytes, flushed:
+// "MEM rank=R <extra> params=... grads=... ... workspace=..." (extra may be "").
+void ledger_print_mem_line(const Ledger *l, FILE *f, int rank, const char *extra);
 
 // Human-readable bytes ("1.50 GB", decimal units as the papers use) and the
 // inverse for flags ("80GB", "512MiB", "1e9").
