@@ -35,9 +35,9 @@ static void gemm_bf16_batched(Ctx *ctx, cublasOperation_t ta, cublasOperation_t 
 }
 
 // One attention GEMM for every batch element: C_b = alpha op(A_b) op(B_b) + beta C_b,
-// A_b and B_b at a + b*sa_b and bb + b*sb_b (batch b's element offsets), the NH heads
-// of each one strided batch. From the fp32 operands (a32, b32) or their bf16 copies
-// (a16, b16, when not NULL): the same call otherwise.
+// each operand's batch element b at per_b elements past the one before, the NH heads
+// of each one strided batch. From the fp32 operands (f) or their bf16 copies (h, when
+// both are given): the same call otherwise.
 typedef struct {
     const float *f;              // the fp32 operand
     const __nv_bfloat16 *h;      // its bf16 copy, or NULL
@@ -76,6 +76,13 @@ static AttOperand rows_of(const float *x, const __nv_bfloat16 *xb, int T, int C,
     return (AttOperand){x, xb, (long long)T * C, C, hs};
 }
 
+// rt checked on the host as round_to checks it (the CPU's stops the run there):
+// through() would take any other type for fp32.
+static void check_rt(DType rt) {
+    CHECK(rt == DT_F32 || rt == DT_BF16 || rt == DT_F16 || rt == DT_E4M3 || rt == DT_E5M2,
+          "attention: %s is not a float type to round to", dtype_name(rt));
+}
+
 // One warp per row of scores, in place: row t keeps columns 0..t (causal). Each
 // probability is rounded to rt as it is written (the recipe's type; through() is
 // ops->round_to's element) and, when `copy` is given (bf16), also stored there in
@@ -103,6 +110,7 @@ __global__ void causal_softmax_kernel(float *att, __nv_bfloat16 *copy, int rows,
 
 void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, int B,
                                    int T, int C, int NH, DType rt) {
+    check_rt(rt);
     int hs = C / NH;
     size_t nq = (size_t)B * T * 3 * C, na = (size_t)B * NH * T * T, rows = (size_t)B * NH * T;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -144,6 +152,7 @@ __global__ void softmax_backward_kernel(float *ds, __nv_bfloat16 *copy, const fl
 void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout,
                                     const float *qkv, const float *att, int B, int T, int C,
                                     int NH, DType rt) {
+    check_rt(rt);
     int hs = C / NH;
     size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     size_t rows = (size_t)B * NH * T;

@@ -43,7 +43,8 @@ void *cuda_gemm_scratch(Ctx *ctx, size_t bytes);
 // The same for cuBLASLt's workspace (CudaBackend.lt_workspace); *have: its size.
 void *cuda_lt_workspace(Ctx *ctx, size_t bytes, size_t *have);
 // GEMM operands in bf16 (ops_cuda_layers.cu): n fp32 values (each a bf16 value: the
-// caller's promise, ctx.h's gemm_dtype) converted into dst, on the stream; and the
+// caller's promise, ctx.h's gemm_dtype for the linear layers, the attention's rt for
+// its own GEMMs) converted into dst, on the stream; and the
 // slot an operand of n values takes in cuda_gemm_scratch (aligned to 256 bytes).
 const __nv_bfloat16 *cuda_to_bf16(Ctx *ctx, __nv_bfloat16 *dst, const float *src, size_t n);
 size_t cuda_bf16_slot(size_t n);

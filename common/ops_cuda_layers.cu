@@ -172,10 +172,12 @@ void cuda_matmul_forward(Ctx *ctx, float *out, const float *inp, const float *w,
         } else {
             // out's rows must start 16 bytes apart for the tensor-core kernels too: when
             // OC is not a multiple of 4 floats (the LM head's V = 50257), the GEMM writes
-            // the rows of a padded scratch, UNPAD_ROWS at a time (200 MB for GPT-2's
-            // vocabulary), and a pass packs them into out.
+            // the rows of a padded scratch, at most UNPAD_ROWS at a time (206 MB for GPT-2's
+            // vocabulary; the workspace's growth keeps 50 % more), and a pass packs them
+            // into out.
             enum { UNPAD_ROWS = 1024 };
-            float *o = (float *)cuda_scratch(ctx, (size_t)UNPAD_ROWS * ldo * sizeof(float));
+            size_t chunk = N < UNPAD_ROWS ? (size_t)N : (size_t)UNPAD_ROWS;  // what one GEMM writes
+            float *o = (float *)cuda_scratch(ctx, chunk * ldo * sizeof(float));
             for (int r0 = 0; r0 < N; r0 += UNPAD_ROWS) {
                 int rows = N - r0 < UNPAD_ROWS ? N - r0 : UNPAD_ROWS;
                 gemm_bf16(ctx, CUBLAS_OP_T, CUBLAS_OP_N, OC, rows, C, wb, C, ib + (size_t)r0 * C, C,

@@ -66,6 +66,9 @@ void test_matmul_bf16(Env *e, const Dims *d) {
         {"qkv", N, C, 3 * C, 1, 1},
         {"proj", N, 4 * C, C, 1, 0},
         {"lm_head", N < 256 ? N : 256, C, d->V, 0, 1},
+        // More rows than the padded forward's 1024-row chunk: a second, partial chunk
+        // (ops_cuda_layers.cu's UNPAD_ROWS; the case above has one chunk only).
+        {"lm_head_chunks", 1024 + 61, C, d->V, 0, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int n = cases[k].N, c = cases[k].C, oc = cases[k].OC;
@@ -229,6 +232,28 @@ void test_attention_bf16(Env *e, const Dims *d) {
     test_report(&e->ts, err > 3e-5, what, "rel_err %.3e on an fp32 dout (want > 3e-5: rounding "
                 "it to bf16 errs ~2e-4 to 7e-4; the flips of ds ~1e-6)", err);
     free(cc), free(gg);
+    // rt = fp16 (mixed-fp16): the softmax kernels round to fp16 and write no bf16 copy
+    // (copy == NULL); the GEMMs are fp32 on the rounded values. Flips now 2^-11 apart.
+    Buf qh = buf_normal(e, 3 * BTC, 0.0f, 1.0f), atth = buf_like(e, &att);
+    Buf dh = buf_normal(e, 3 * BTC, 0.0f, 1.0f);
+    for (int dev = 0; dev < 2; dev++) {
+        Ctx *x = ctx_of(e, dev);
+        x->ops->attention_forward(x, on(&out, dev), on(&atth, dev), on(&qh, dev), B, T, C, NH,
+                                  DT_F16);
+        x->ops->attention_backward(x, on(&dh, dev), on(&scratch, dev), on(&dout, dev),
+                                   on(&qh, dev), on(&atth, dev), B, T, C, NH, DT_F16);
+    }
+    check_buf(e, "attention_f16_forward.out", &out, TOL_FLIP);
+    check_buf(e, "attention_f16_forward.att", &atth, TOL_FLIP);
+    check_buf(e, "attention_f16_backward.dqkv", &dh, TOL_FLIP);
+    ga = read_back(&e->gpu, atth.g, atth.bytes);
+    size_t not_f16 = 0;
+    for (size_t i = 0; i < att_n; i++) not_f16 += ga[i] != f16_to_f32(f32_to_f16(ga[i]));
+    free(ga);
+    snprintf(what, sizeof what, "attention_f16_forward.att_is_f16[%s]", e->size);
+    test_report(&e->ts, not_f16 == 0, what, "%zu of %zu probabilities are not fp16 values",
+                not_f16, att_n);
+    buf_free(e, &qh), buf_free(e, &atth), buf_free(e, &dh);
     Buf *all[] = {&qkv, &dout, &out, &att, &dqkv, &scratch, &dx, &d1};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
 }
