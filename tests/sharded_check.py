@@ -1,7 +1,7 @@
 """sharded_check.py — stage 03's memory and traffic against the formulas.
 
   sharded_check.py memory LOG NAME STRATEGY N K SHARD MEMCALC_JSON L C V T
-  sharded_check.py bytes  LOG NAME STRATEGY N K SHARD L C V T
+  sharded_check.py bytes  LOG NAME STRATEGY N K SHARD L C V T [noreshard]
 
 LOG holds build/sharded_train's output: one "MEM rank=r ..." and one "BYTES rank=r
 ..." line per rank. Prints one PASS/FAIL line named NAME.
@@ -94,7 +94,7 @@ def memory(log, name, strategy, n, k, shard, calc, L, C, V, T):
                            f"(<= {bound} B)") if not bad else "; ".join(bad[:4]))
 
 
-def traffic(log, name, strategy, n, k, shard, L, C, V, T):
+def traffic(log, name, strategy, n, k, shard, L, C, V, T, reshard=True):
     sent = parse(log, "BYTES")
     if len(sent) != n:
         return report(False, name, f"{len(sent)} BYTES lines for {n} ranks (a rank failed?)")
@@ -106,6 +106,9 @@ def traffic(log, name, strategy, n, k, shard, L, C, V, T):
     if strategy in ("ddp", "zero1", "zero2"):
         elems = 2 * psi * (n - 1) / n
         formula = "2Ψ(N-1)/N"
+    elif not reshard:  # every unit gathered once, in forward, and kept to its backward
+        elems = 2 * psi * (p - 1) / p
+        formula = "2Ψ(N-1)/N (no resharding)"
     else:
         elems = (3 * psi - head) * (p - 1) / p
         formula = "(3Ψ - head)(N-1)/N"
@@ -128,4 +131,5 @@ if __name__ == "__main__":
     if what == "memory":
         memory(log, name, strategy, n, k, shard, sys.argv[8], *(int(x) for x in sys.argv[9:13]))
     else:
-        traffic(log, name, strategy, n, k, shard, *(int(x) for x in sys.argv[8:12]))
+        traffic(log, name, strategy, n, k, shard, *(int(x) for x in sys.argv[8:12]),
+                reshard=sys.argv[12:13] != ["noreshard"])
