@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
         F_INT("--ffn", &ffn, 0, 1 << 22, "MLP width (0 = preset, or 4h)"),
         F_INT("--vocab", &vocab, 0, 1 << 24, "vocabulary V (0 = preset)"),
         F_INT("--seq", &seq, 0, 1 << 24, "sequence length s (0 = preset)"),
-        F_CHOICE("--recipe", &recipe, "fp32|mixed-bf16|mixed-fp16|megatron-bf16|megatron-fp16|bf16|course", "precision recipe (see --help text of the lesson)"),
+        F_CHOICE("--recipe", &recipe, "fp32|mixed-bf16|mixed-fp16|megatron-bf16|megatron-fp16|bf16|course", "precision recipe (01_memory_wall/README.md says what each holds)"),
         F_CHOICE("--optimizer", &optim, "adamw|sgd-momentum|sgd", "optimizer"),
         F_INT("--micro-batch", &micro_batch, 1, 1 << 20, "sequences per micro-batch per GPU (b)"),
         F_CHOICE("--recompute", &recompute, "none|selective|full", "activation recomputation"),

@@ -10,7 +10,7 @@
 //                 rounded away) then still moves the stored value, by the right
 //                 amount on average. It is what lets an optimizer keep bf16 weights.
 //   loss_scale.c  dynamic loss scaling, as PyTorch's torch.cuda.amp.GradScaler:
-//                 fp16 gradients underflow (below 2^-25 they are 0), so the loss is
+//                 fp16 gradients underflow (at or below 2^-25 they are 0), so the loss is
 //                 multiplied by a large scale before the backward pass and the
 //                 gradients divided by it before the update. Too large a scale
 //                 overflows to inf: that step is skipped and the scale halved; after

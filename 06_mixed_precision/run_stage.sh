@@ -14,7 +14,8 @@
 #      calculator, and the step time, per level (recompute.txt); and in mixed-bf16, the
 #      layers' activations in 2 bytes beside fp32 slots (storage.txt).
 #   4. Gradients in bf16: the error of a bf16 all-reduce against the world size, and
-#      the bytes (comm_error.txt).
+#      the bytes (comm_error.txt); the bytes each sharded strategy sends per step with
+#      fp32 and with bf16 on the wire (wire_bytes.txt).
 #   5. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
 #
 # Timings on a shared VM are noisy: the recompute levels run in rounds, in an order that
@@ -177,6 +178,17 @@ done
             "$(awk -v a="$3" -v b="$4" 'BEGIN {print a / b}')" "$5" "$6"
     done
 } >"$out/comm_error.txt"
+wire_bytes() {  # the BYTES line of rank 0: one step of the small preset on 2 ranks, mixed-bf16
+    "$BUILD/sharded_train" --np 2 --strategy "$1" --preset small --batch 1 --steps 1 --lr 1e-3 \
+        --warmup 0 --peak-tflops 0 --precision mixed-bf16 --grad-comm "$2" --param-comm "$2" |
+        sed -n 's/^BYTES rank=0 sent_per_step=//p'
+}
+{
+    echo "# strategy  bytes_fp32  bytes_bf16   (rank 0's bytes sent in one step: small preset, 2 ranks, mixed-bf16, --grad-comm/--param-comm fp32 vs auto)"
+    for st in ddp zero1 zero2 zero3 fsdp; do
+        printf '%-9s %11s %11s\n' "$st" "$(wire_bytes "$st" fp32)" "$(wire_bytes "$st" auto)"
+    done
+} >"$out/wire_bytes.txt"
 
 # The logs' step lines are in the .dat files: keep each log's head and summary only.
 for f in "$out"/curves/*.log; do
@@ -185,6 +197,6 @@ for f in "$out"/curves/*.log; do
 done
 write_run_info "$out" "make stage-6${QUICK:+ QUICK=$QUICK}"
 cat "$out/losses.txt" "$out/losses_lowlr.txt" "$out/target.txt" "$out/recompute.txt" "$out/storage.txt" \
-    "$out/comm_error.txt"
+    "$out/comm_error.txt" "$out/wire_bytes.txt"
 echo "  $overflows overflow(s) in the mixed-fp16 run"
 bash scripts/plot.sh "$out"

@@ -28,9 +28,10 @@ uint16_t f32_to_bf16_stochastic(float f, uint32_t r16) {
     // from zero, for a negative f as for a positive one. No overflow of u: the
     // largest finite magnitude plus the sign bit plus r16 is below 2^32.
     uint16_t h = (uint16_t)((u + r16) >> 16);
-    // The overflow edge: a carry out of the largest finite bf16 lands on inf. Where
-    // RNE would not have gone there, take RNE's answer (the largest finite value):
-    // an inf in the weights is not a rounding error the next steps can average out.
+    // The overflow edge: a carry out of the largest finite bf16 lands on inf. There,
+    // take RNE's answer instead: the largest finite value, or inf only where RNE
+    // itself overflows (|f| at or above 0x7f7f8000). An inf in the weights is not a
+    // rounding error the next steps can average out.
     if ((h & 0x7fffu) == 0x7f80u) return f32_to_bf16(f);
     return h;
 }

@@ -11,8 +11,9 @@
 // bf16 keeps fp32's exponent, so converting is dropping 16 mantissa bits with
 // rounding. fp16 has a narrower exponent: large values overflow to inf, small ones
 // become subnormal (fewer mantissa bits) or zero, and this is where loss scaling
-// (stage 06) comes from. The fp8 formats are narrower still: with 17 (e4m3) or 32
-// (e5m2) binades in all, a tensor only fits after multiplying by a per-tensor scale.
+// (stage 06) comes from. The fp8 formats are narrower still: with 18 (e4m3: 2^-9 to
+// 2^8) or 32 (e5m2: 2^-16 to 2^15) binades in all, subnormals included, a tensor only
+// fits after multiplying by a per-tensor scale.
 //
 // Rounding is to nearest, ties to even (RNE), the IEEE default and what GPUs do: a
 // value exactly halfway between two representable ones goes to the one whose last

@@ -161,7 +161,7 @@ for i in "${!names[@]}"; do
         say "    ${problems[$k]}"
     done
     for k in "${!runs[@]}"; do
-        [ "$k" -ge 2 ] && { n=$(( ${#runs[@]} - 2 )); say "    ... and $n more failing test$([ "$n" -gt 1 ] && echo s)"; break; }
+        [ "$k" -ge 2 ] && { more=$(( ${#runs[@]} - 2 )); say "    ... and $more more failing test$([ "$more" -gt 1 ] && echo s)"; break; }
         r=${runs[$k]} lines=
         if [ -n "${abnormal[$r]:-}" ]; then
             say "    test $r ended abnormally: ${abnormal[$r]}; its last lines:"

@@ -65,6 +65,10 @@ s6_recompute() {  # s6_recompute NAME "RECOMPUTE FLAGS" BINARY [FLAGS...]
 }
 export -f s6_recompute
 run mp-recompute-train s6_recompute train.full full train
+# ... and in the low-precision recipes, whose rounding passes the recomputed tensors
+# must take again (a recompute without them stores unrounded values: fp32 cannot see it).
+run mp-recompute-train-bf16 s6_recompute train.mixed-bf16.selective selective train --precision mixed-bf16
+run mp-recompute-train-fp16 s6_recompute train.mixed-fp16.full full train --precision mixed-fp16
 run mp-recompute-ddp s6_recompute ddp.np2.selective selective ddp_train --np 2
 run mp-recompute-zero2 s6_recompute zero2.np2.full full sharded_train --np 2 --strategy zero2
 run mp-recompute-fsdp s6_recompute fsdp.np2.full full sharded_train --np 2 --strategy fsdp

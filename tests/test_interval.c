@@ -238,6 +238,7 @@ int main(void) {
            "PLAN interval.sim_model.3\nPLAN interval.sweep_daly_near_best\n"
            "PLAN interval.sweep_best_near_young\nPLAN interval.model_optimum\n"
            "PLAN interval.restart_does_not_move_optimum\nPLAN interval.cluster.ten_seconds_at_12k\n");
+    fflush(stdout);  // before any check: a crash in the first must not lose the plan
     TestState ts = {0};
     test_formulas(&ts);
     test_simulation(&ts);

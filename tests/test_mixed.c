@@ -190,6 +190,7 @@ int main(void) {
     printf("PLAN mp.ops.bf16.matmul\nPLAN mp.ops.bf16.matmul_tight\nPLAN mp.ops.fp16.matmul\n"
            "PLAN mp.ops.fp16.matmul_tight\nPLAN mp.fp8.linear.forward\n"
            "PLAN mp.fp8.linear.backward\nPLAN mp.gemm_dtype.per_model\n");
+    fflush(stdout);  // before any check: a crash in the first must not lose the plan
     test_matmul(&ts, &ctx, DT_BF16, "bf16", 0x1p-8, 0x1p-134);
     test_matmul(&ts, &ctx, DT_F16, "fp16", 0x1p-11, 0x1p-25);
     test_fp8_linear(&ts, &ctx);

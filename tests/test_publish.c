@@ -314,6 +314,7 @@ static void test_real(TestState *ts) {
     // announced before anything runs ckpt_publish: if it crashes the test, they
     // are named as never reported.
     printf("PLAN publish.completes_durably\nPLAN publish.every_crash_point\nPLAN publish.every_error_named\n");
+    fflush(stdout);  // before any check: a crash in the first must not lose the plan
     fflush(stdout);
     static Sim s;
     char err[512];

@@ -205,6 +205,7 @@ int main(void) {
         printf("PLAN mp.packed.%s.grads\nPLAN mp.packed.%s.steps\nPLAN mp.packed.%s.memory\n",
                packed_names[i], packed_names[i], packed_names[i]);
     printf("PLAN mp.packed.bf16.two_pass\n");
+    fflush(stdout);  // before any run: a crash in the first must not lose the plan
 
     Run base = run(GPT_RECOMPUTE_NONE, 1, 0);
     double base_pred = mm_course_stage_act_bytes(&m, B, CFG.seq_len, 1, 0, 1, 0, 1,

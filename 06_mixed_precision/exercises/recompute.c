@@ -16,7 +16,10 @@
 //   FULL       (gpt_layer_recomputed(g, l)) the forward kept only the layer's
 //              output res_mlp, the next layer's input. Run the layer's forward
 //              again (gpt_layer_forward) from its input x into the shared layer
-//              g->remat, and return that. Do not write into the saved output.
+//              g->remat, and return that. Do not write into the saved output: it
+//              is layer l+1's input (and a pipeline stage's send buffer). Here the
+//              same bits would land there, but a recompute that differed would
+//              then corrupt it silently instead of failing a check.
 //
 // The recomputed tensors must be the saved ones bit for bit: the same calls on the
 // same inputs. Which inputs are those? (What did the forward of layer l read?)

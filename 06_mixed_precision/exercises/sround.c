@@ -12,8 +12,8 @@
 //     what the GPU's twin does, so that both devices give the same bits;
 //   - a value bf16 holds exactly (d = 0) must come back unchanged for every r16;
 //   - inf and NaN come back as f32_to_bf16 gives them;
-//   - never make an inf that f32_to_bf16 (RNE) would not make (precision.h: the
-//     overflow edge).
+//   - where the carry would reach inf, return f32_to_bf16(f): the largest finite
+//     value, or inf where RNE itself overflows (precision.h: the overflow edge).
 // Read the bits of f with memcpy (as dtype.c does), not through a pointer cast.
 //
 // The tests (tests/test_precision.c, the mp.sround.* checks) count, for some f, how
