@@ -101,8 +101,11 @@ s7_precision() {  # s7_precision NAME FLAGS...
     from=$(( (kill - 1) / every * every ))
     echo "PLAN s7.resume.precision.$name"
     rm -rf "$d" && mkdir -p "$d"
+    # (The uninterrupted run checkpoints too: its last manifest's progress is the
+    # resumed run's, counter for counter.)
     # shellcheck disable=SC2086
-    "$BUILD"/$run $S7_TRAIN "$@" --save-params "$d/ref.safetensors" >"$d/ref.log" 2>&1
+    "$BUILD"/$run $S7_TRAIN "$@" --save-params "$d/ref.safetensors" --ckpt-dir "$d/refck" \
+        --ckpt-every "$every" >"$d/ref.log" 2>&1
     # shellcheck disable=SC2086
     { "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --ckpt-every "$every" \
         --inject "kill,step=$kill" >"$d/kill.log" 2>&1; } 2>/dev/null
@@ -110,16 +113,39 @@ s7_precision() {  # s7_precision NAME FLAGS...
     # shellcheck disable=SC2086
     "$BUILD"/$run $S7_TRAIN "$@" --ckpt-dir "$d/ck" --resume \
         --save-params "$d/res.safetensors" >"$d/res.log" 2>&1
-    local scale
+    local scale progress
     scale=$(grep -o '"scale": [0-9.e+-]*' "$d/ck/step-00000010/manifest.json" 2>/dev/null | head -n 1)
+    # The final manifests' progress (step, optimizer and scaler counters): equal, and the
+    # optimizer skipped as many steps as overflowed (a count never saved is 0 in both).
+    progress=$("$PY" - "$d/refck/step-00000010/manifest.json" "$d/ck/step-00000010/manifest.json" <<'PY'
+import json, sys
+try:
+    a, b = (json.load(open(f))["progress"] for f in sys.argv[1:3])
+except (OSError, ValueError, KeyError) as e:
+    print(f"a final manifest is missing or unreadable: {e}")
+    sys.exit()
+def flat(d, pre=""):
+    for k, v in d.items():
+        yield from flat(v, pre + k + ".") if isinstance(v, dict) else [(pre + k, v)]
+fa, fb = dict(flat(a)), dict(flat(b))
+diff = [f"{k} {fa.get(k)} (uninterrupted) vs {fb.get(k)} (resumed)" for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+if diff:
+    print("the final manifests' progress differs: " + "; ".join(diff[:4]))
+elif fb.get("opt_skipped") != fb.get("overflows"):
+    print(f"opt_skipped {fb.get('opt_skipped')} but overflows {fb.get('overflows')}: the optimizer's count of skipped steps is not saved")
+PY
+)
     if [ "$killed" -eq 0 ] || ! grep -q "resumed from .*(step $from)" "$d/res.log"; then
         echo "FAIL s7.resume.precision.$name  $*: the kill run exited $killed (it must die at step $kill), or the resume did not load step $from's checkpoint: $(grep -h -m1 -i -E 'error|resumed' "$d/res.log")"
         return 1
     elif [ "$(grep '^loss scale:' "$d/ref.log")" != "$(grep '^loss scale:' "$d/res.log")" ]; then
         echo "FAIL s7.resume.precision.$name  $*: the loss scaler's summary differs after the resume: '$(grep '^loss scale:' "$d/res.log")' against the uninterrupted run's '$(grep '^loss scale:' "$d/ref.log")'"
         return 1
+    elif [ -n "$progress" ]; then
+        echo "FAIL s7.resume.precision.$name  $*: $progress"
+        return 1
     elif cmp -s "$d/ref.safetensors" "$d/res.safetensors"; then
-        echo "PASS s7.resume.precision.$name  $*: killed at step $kill, resumed from step $from, final weights bitwise (final manifest: $scale)"
+        echo "PASS s7.resume.precision.$name  $*: killed at step $kill, resumed from step $from, final weights and the final manifest's progress as the uninterrupted run's (final manifest: $scale)"
     else
         echo "FAIL s7.resume.precision.$name  $*: the resumed run's weights differ: $(grep -h -m1 -i error "$d"/*.log)"
         return 1
