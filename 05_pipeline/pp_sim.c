@@ -111,7 +111,8 @@ int main(int argc, char **argv) {
     char err[512];
     PPSchedule *S = sched_build(kind, p, m, v, err, sizeof err);
     if (!S) flags_fail("%s%s", err, strstr(err, "micro-batches") ? " (m is --microbatches)" : "");
-    if (sched_check(S, err, sizeof err)) flags_fail("the %s schedule is not sound: %s", sched, err);
+    if (sched_check(S, err, sizeof err))
+        flags_fail("the %s schedule (%s) is not sound: %s", sched, sched_source(kind), err);
     int K = p * v;
     double *tf = calloc(K, sizeof *tf), *tb = calloc(K, sizeof *tb), *tw = calloc(K, sizeof *tw);
     // When vstage k posted its output activation / its input gradient of micro-batch mb.

@@ -91,7 +91,8 @@ int main(int argc, char **argv) {
                    "build/ddp_train), not a pipeline yet");
     PPSchedule *S = sched_build(kind, pp, a.accum, chunks, err, sizeof err);
     if (!S) flags_fail("%s%s", err, strstr(err, "micro-batches") ? " (m is --grad-accum)" : "");
-    if (sched_check(S, err, sizeof err)) flags_fail("the %s schedule is not sound: %s", sched, err);
+    if (sched_check(S, err, sizeof err))
+        flags_fail("the %s schedule (%s) is not sound: %s", sched, sched_source(kind), err);
     if ((kill_rank >= 0) != (kill_at >= 0)) flags_fail("--kill-rank and --kill-at go together");
     Algo al;
     algo_parse(algo, &al);

@@ -21,6 +21,14 @@ int sched_chunks(SchedKind k, int given) {
     return given ? given : k == SCHED_INTERLEAVED ? 2 : 1;
 }
 
+const char *sched_source(SchedKind k) {
+    static const char *const src[SCHED_COUNT] = {
+        [SCHED_GPIPE] = "05_pipeline/schedule.c", [SCHED_1F1B] = "05_pipeline/sched_1f1b.c",
+        [SCHED_INTERLEAVED] = "05_pipeline/sched_interleaved.c",
+        [SCHED_ZB_H1] = "05_pipeline/sched_zb.c"};
+    return k >= 0 && k < SCHED_COUNT ? src[k] : "05_pipeline/schedule.c";
+}
+
 PPSchedule *sched_build(SchedKind k, int p, int m, int v, char *err, size_t n) {
     if (p < 1 || p > PP_MAX_STAGES || m < 1 || v < 1) {
         snprintf(err, n, "a pipeline needs 1 <= --pp <= %d, m >= 1 micro-batches and --chunks >= 1 "

@@ -59,6 +59,9 @@ int sched_chunks(SchedKind k, int given);
 // the combination is not possible (interleaved needs v >= 2 and m a multiple of p).
 PPSchedule *sched_build(SchedKind k, int p, int m, int v, char *err, size_t n);
 void sched_free(PPSchedule *S);
+// The file whose generator writes kind k's actions ("05_pipeline/sched_1f1b.c"): an
+// unsound schedule's message names it (two of them are exercises).
+const char *sched_source(SchedKind k);
 
 // The generators: fill an empty schedule (p, m, v set) with every rank's actions.
 void sched_gpipe(PPSchedule *S);

@@ -6,7 +6,9 @@
 #
 #   1. Checkpoint cost against model size (ckpt_cost.txt, ckpt_cost.dat): the state's
 #      bytes, the snapshot (copy to host memory), the write (a shard, fsync'd), the
-#      training's stall per checkpoint, synchronous and --ckpt-async, and the load.
+#      training's stall per checkpoint, synchronous and --ckpt-async, and the load;
+#      sync against async at the small preset, an interval longer than the write
+#      (ckpt_async_small.txt).
 #   2. Recovery time (recovery.txt): a rank of 2 killed (and, separately, hung) under
 #      the supervisor, from the fault to the first new step, split into detection,
 #      cleanup, restart (processes, model), load and the first step: COURSE_EVENTS=1
@@ -61,11 +63,32 @@ for C in $widths; do
     printf '  %5d %10d %9.2f %11s %9s %10s %11s %9s\n' "$C" "$params" "$state" "$snap" "$write" \
         "$ssync" "$sasync" "$load" >>"$out/ckpt_cost.dat"
     cp "$tmp/sync_$C.log" "$out/ckpt_sync_C$C.log"
+    cp "$tmp/async_$C.log" "$out/ckpt_async_C$C.log"
 done
 {
     echo "# Checkpoint cost on this machine's disk ($(df -h "$tmp" | awk 'NR == 2 {print $1}'))"
     cat "$out/ckpt_cost.dat"
 } >"$out/ckpt_cost.txt"
+
+# Synchronous against asynchronous saves where the interval is longer than the write:
+# the small preset (39 MB of state), a checkpoint every 4 steps of 16. Every save's
+# stall, in order (the last async save waits for its write: nothing is left to overlap).
+m=(--preset small --batch 4 --steps 16 --warmup 0 --log-every 100 --peak-tflops 1 --ckpt-every 4
+   --ckpt-keep 1)
+for mode in sync async; do
+    rm -rf "$tmp/ck"
+    run "$out/ckpt_small_$mode.log" train "${m[@]}" --ckpt-dir "$tmp/ck" \
+        $([ "$mode" = async ] && echo --ckpt-async)
+done
+{
+    echo "# small preset, batch 4, a checkpoint every 4 steps of 16: what training waited per save (ms)"
+    echo "# (ckpt_small_sync.log, ckpt_small_async.log; the last async save waits for its write)"
+    for mode in sync async; do
+        printf '%-6s %s  (median step %s ms)\n' "$mode" \
+            "$(sed -n 's/.*training stalled \([0-9.]*\) ms.*/\1/p' "$out/ckpt_small_$mode.log" | tr '\n' ' ')" \
+            "$(sed -n 's/.*median \([0-9.]*\) ms\/step.*/\1/p' "$out/ckpt_small_$mode.log" | head -n 1)"
+    done
+} >"$out/ckpt_async_small.txt"
 
 # ---------------------------------------------------------------- 2. recovery time
 # ev LOG NAME: the time of the first event NAME in LOG (or of the last, with "last")
@@ -113,4 +136,4 @@ run "$out/ckpt_table.dat" ckpt_interval --table --ckpt-cost "$cost"
 write_run_info "$out" "make stage-7"
 bash scripts/plot.sh "$out"
 echo "stage 07: $out/ckpt_cost.txt, recovery.txt, interval.txt and the figures"
-cat "$out/ckpt_cost.txt" "$out/recovery.txt" "$out/interval.txt"
+cat "$out/ckpt_cost.txt" "$out/ckpt_async_small.txt" "$out/recovery.txt" "$out/interval.txt"

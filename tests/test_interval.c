@@ -184,6 +184,13 @@ static void test_optimum(TestState *ts) {
                 "R = 0: T = %.2f s, goodput %.5f; R = 60 s: T = %.2f s, goodput %.5f = "
                 "%.5f e^(-R/M)",
                 T0, g0, Tb, gbest, g0);
+    // Failures rarer than anything (M = 1e15 s): the goodput is the time not spent
+    // checkpointing, T / (T + C) = 0.5 here. e^x - 1 for x = 2e-15 keeps one significant
+    // digit of the difference; expm1 keeps them all.
+    double rare = goodput_model(1, 1e15, 1, 0);
+    test_report(ts, fabs(rare - 0.5) < 1e-9, "interval.goodput_rare_failures",
+                "C = 1 s, T = 1 s, M = 1e15 s, R = 0: goodput %.12f (want T / (T + C) = 0.5 "
+                "within 1e-9: e^x - 1 of a tiny x cancels; use expm1)", rare);
 }
 
 // ---------------------------------------------------------------- cluster figures
@@ -237,7 +244,8 @@ int main(void) {
            "PLAN interval.sim_model.0\nPLAN interval.sim_model.1\nPLAN interval.sim_model.2\n"
            "PLAN interval.sim_model.3\nPLAN interval.sweep_daly_near_best\n"
            "PLAN interval.sweep_best_near_young\nPLAN interval.model_optimum\n"
-           "PLAN interval.restart_does_not_move_optimum\nPLAN interval.cluster.ten_seconds_at_12k\n");
+           "PLAN interval.restart_does_not_move_optimum\nPLAN interval.cluster.ten_seconds_at_12k\n"
+           "PLAN interval.goodput_rare_failures\n");
     fflush(stdout);  // before any check: a crash in the first must not lose the plan
     TestState ts = {0};
     test_formulas(&ts);

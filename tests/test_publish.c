@@ -67,6 +67,9 @@ static const char *H_SHARD = "the shards were durable before ckpt_publish began:
 static const char *H_LATEST = "LATEST's new contents were not durable when they replaced the old: write "
                               "DIR/LATEST.tmp, fsync_file it, then rename it over DIR/LATEST (never "
                               "write LATEST in place: O_TRUNC reaches the disk before the new bytes)";
+static const char *H_LATEST_FORM = "LATEST must hold one line: the published checkpoint directory's "
+                                   "name and a newline (\"step-00000006\\n\"), not a path, not the "
+                                   ".tmp name";
 static const char *H_NAME = "the protocol published a directory under a name that is not the "
                             "checkpoint's";
 static const char *H_GONE = "LATEST must exist at every instant: replace it by a rename over it, "
@@ -84,7 +87,7 @@ static int ckpt_fault(const Sim *s, const View *v, const char *name, int disk, F
     if (!c || ino < 0 || !s->ino[ino].is_dir) {
         snprintf(f->what, sizeof f->what, "%s%s, which %s", prefix, name,
                  c ? "does not exist" : "is no checkpoint");
-        f->hint = c ? H_DIR : prefix[0] == 'L' ? H_LATEST : H_NAME;
+        f->hint = c ? H_DIR : prefix[0] == 'L' ? H_LATEST_FORM : H_NAME;
         return 1;
     }
     snprintf(path, sizeof path, "DIR/%s/manifest.json", name);
@@ -120,7 +123,7 @@ static int reader_fault(const Sim *s, const View *v, int disk, Finding *f) {
     const char *bytes = disk ? l->disk : l->cache;
     if (l->is_dir || len == 0 || len >= sizeof name || bytes[len - 1] != '\n') {
         snprintf(f->what, sizeof f->what, "DIR/LATEST %s", len == 0 ? "empty" : "holding no step name and newline");
-        f->hint = H_LATEST;
+        f->hint = len == 0 ? H_LATEST : H_LATEST_FORM;  // emptied by O_TRUNC, or written wrong
         return 1;
     }
     memcpy(name, bytes, len - 1);

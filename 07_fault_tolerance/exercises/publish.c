@@ -6,7 +6,8 @@
 // at ANY instant leaves
 //
 //   - DIR/LATEST naming a checkpoint that is whole on the disk: the previous one
-//     or this one, never a torn one, never an empty LATEST, never no LATEST;
+//     or this one, never a torn one, never an empty LATEST, and never no LATEST
+//     once one exists (a run's first checkpoint has none before it);
 //   - every DIR/step-* directory (a loader lists them too) whole: a directory
 //     that has the name must have the manifest and its bytes;
 //   - after you return 0, the new checkpoint durable (LATEST naming it).
