@@ -169,8 +169,13 @@ for i in "${!names[@]}"; do
                     cut -c1-600 | sed 's/^/        /')
         elif printf '%s' "${tail_of[$r]:-}" | grep -q -v -E '^(PASS|FAIL|PLAN) |^$'; then
             say "    test $r said:"
-            lines=$(printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 4 |
-                    cut -c1-400 | sed 's/^/        /')
+            # its own words first: the launcher's lines ("rank 0 exited with status 1")
+            # only when the test said nothing else
+            lines=$(printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) |^launcher: ' |
+                    tail -n 4 | cut -c1-400 | sed 's/^/        /')
+            [ -n "$lines" ] ||
+                lines=$(printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 4 |
+                        cut -c1-400 | sed 's/^/        /')
         fi
         [ -n "$lines" ] && say "$lines"
         if [ -n "${ungraded_fail[$r]:-}" ]; then
@@ -181,21 +186,28 @@ for i in "${!names[@]}"; do
         fi
         [ -n "${rerun[$r]:-}" ] && say "    rerun alone: ${rerun[$r]}"
     done
-    # Every stage's exercises are built in: a failure shown in an earlier stage's
-    # files may be that stage's unfinished exercise, not this one's.
+    # Every stage's exercises are built in: a failure shown in another stage's files
+    # may be that stage's unfinished exercise, not this one's (an earlier stage's, or
+    # stage 06's and 07's, which the core's trainer runs in every program).
     for st in $(printf '%s' "$shown" | grep -o '\b0[1-7]_[a-z_]*/' | sort -u | cut -c1-2); do
-        if [ "$((10#$st))" -lt "$((10#$n))" ] && [[ " ${hinted:-} " != *" $st "* ]]; then
+        if [ "$((10#$st))" -ne "$((10#$n))" ] && [[ " ${hinted:-} " != *" $st "* ]]; then
             hinted="${hinted:-} $st"
             echo "    note: the failure above is in stage $st's code, which runs your stage $st" \
-                 "exercises too: make grade-$((10#$st)) first"
+                 "exercises too: make grade-$((10#$st)) says whether they are done"
         fi
     done
 done
 if [ "$full" = 0 ] && [ "$BUILD" = build-ex ] && [ "$((10#$n))" -gt 1 ]; then
     earlier="make grade-1"
     [ "$((10#$n))" -gt 2 ] && earlier="make grade-1 ... make grade-$((10#$n - 1))"
-    echo "(every stage's exercises are built in: a check here can fail in an earlier stage's"
-    echo " code you have not finished; $earlier say which)"
+    case $((10#$n)) in
+        6) others="$earlier and make grade-7" ;;
+        7) others=$earlier ;;
+        *) others="$earlier, make grade-6 and make grade-7" ;;
+    esac
+    echo "(every stage's exercises are built in: a check here can fail in another stage's"
+    echo " code you have not finished, an earlier stage's or the stage 06 and 07 parts the"
+    echo " trainer runs; $others say which)"
 fi
 if [ "$have_mpi" = 0 ] && grep -q 'mpi:' "$parts_file"; then
     echo "(checks over MPI not expected: no mpirun, or $BUILD was built without mpicc)"

@@ -114,8 +114,23 @@ static const float *stream(const Fixture *f, const float *whole, int C) {
 }
 static int stream_rows(const Fixture *f) { return f->sp ? f->N / f->t : f->N; }
 
+// Collectives only: the test's own reports travel point to point.
+static unsigned long long total_sent(const Comm *c) {
+    unsigned long long s = 0;
+    const CommCounter *k = comm_counters(c);
+    for (int i = COLL_P2P + 1; i < COLL_KINDS; i++) s += k[i].bytes_sent;
+    return s;
+}
+
 // One linear layer both ways. column = 1: W (OC, C) split by rows; 0: W (OC, C)
 // split by columns. Shapes are the whole layer's: (C -> OC).
+// Also the bytes this rank sent, layer by layer, in units of (t-1)/t of the
+// N x (stream width) activation (ring collectives: an all-reduce is 2 units, an
+// all-gather or a reduce-scatter 1): column-parallel 2 (f's all-reduce of dinp),
+// with SP 3 (the input gathered, gathered again in backward, dinp reduce-scattered);
+// row-parallel 2 either way (g's all-reduce, or with SP its reduce-scatter and the
+// all-gather of dout). A layer that gets the values right the long way (an
+// all-reduce where SP wants a reduce-scatter) sends more.
 static Verdict check_linear(Fixture *f, int column, int C, int OC) {
     const Ops *o = f->ctx.ops;
     int N = f->N, t = f->t, r = f->r, Cl = column ? C : C / t, OCl = column ? OC / t : OC;
@@ -162,6 +177,7 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
     // (NaN), nor what the column layer's full-width gradient buffer (SP) held.
     memset(gdx, 0xff, sizeof(float) * N * Cl);
     if (column && f->sp && f->g.sp_dfull) memset(f->g.sp_dfull, 0xff, sizeof(float) * N * C);
+    comm_reset_counters(f->c);
     if (column) {
         tp_column_forward(&f->g, got, in_here, wp, bp, N, C, OCl);
         // In the model other layers' forwards reuse the gathered input's buffer before
@@ -172,6 +188,8 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
         tp_row_forward(&f->g, got, in_here, wp, bp, N, Cl, OC);
         tp_row_backward(&f->g, gdx, gdw, gdb, dout_here, in_here, wp, N, Cl, OC);
     }
+    double sent = (double)total_sent(f->c), unit = 4.0 * (t - 1) / t * N * (column ? C : OC);
+    int units = column && f->sp ? 3 : 2;
     Verdict v = {0};
     // The serial results, cut the same way.
     float *want_out = xmalloc(sizeof(float) * N * OCl), *want_dx = xmalloc(sizeof(float) * N * Cl);
@@ -201,6 +219,14 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
             v.err = e;
             snprintf(v.detail, sizeof v.detail, "%s rel_err %.2e", parts[k].what, e);
         }
+    }
+    if (sent != units * unit) {
+        v.bad = 1;
+        snprintf(v.detail, sizeof v.detail, "values %s; but sent %.0f B in forward + backward, "
+                 "want %d x %.0f B (%s%s: %d units of (t-1)/t x N x %d floats; %+.2f units)",
+                 v.err <= 1e-5 ? "right" : "wrong", sent, units, unit,
+                 column ? "column-parallel" : "row-parallel", f->sp ? " with SP" : "", units,
+                 column ? C : OC, unit > 0 ? sent / unit - units : sent);
     }
     free(x); free(w); free(b); free(dout); free(out); free(dx); free(dw); free(db); free(wp);
     free(dw0); free(db0);
@@ -248,14 +274,18 @@ static Verdict check_ce(Fixture *f) {
     float *logits = xmalloc(sizeof(float) * N * V), *dl = xmalloc(sizeof(float) * N * V);
     float *losses = xmalloc(sizeof(float) * N);
     fill(logits, (size_t)N * V, 31, 3.0f);
-    // A confident row: one logit of 100 (exp(100) overflows fp32), in rank n mod t's
-    // block of the vocabulary for row n. Only a shift by the row's max over every
-    // rank's block keeps the sums finite.
+    // A confident row: one logit of 1000 (exp(89) already overflows fp32), in rank
+    // n mod t's block of the vocabulary for row n: a shift by anything below the
+    // row's max (one rank's, the mean of the ranks') overflows. And a hot row: row 1
+    // raised by 200 everywhere, so every rank's maximum is large and a shift above
+    // the max (the sum of the ranks' maxima) underflows every exponential to 0.
+    // Only the row's max over every rank's block keeps the sums finite and nonzero.
     int block = gpt_vocab_block(&g->cfg, f->t);
     for (int n = 0; n < N; n++) {
         int col = (n % f->t) * block + 1 + n % 3;
-        if (col < V) logits[(size_t)n * V + col] = 100.0f;
+        if (col < V) logits[(size_t)n * V + col] = 1000.0f;
     }
+    for (int j = 0; j < V; j++) logits[(size_t)1 * V + j] += 200.0f;
     int *targets = xmalloc(sizeof(int) * N);
     Rng rng;
     rng_seed(&rng, 32);
@@ -304,14 +334,6 @@ static Batch make_batch(int rows, int T, int V, int step) {
     }
     b.tokens[0] = V - 1;  // the padded block's last real id, on every step
     return b;
-}
-
-// Collectives only: the test's own reports travel point to point.
-static unsigned long long total_sent(const Comm *c) {
-    unsigned long long s = 0;
-    const CommCounter *k = comm_counters(c);
-    for (int i = COLL_P2P + 1; i < COLL_KINDS; i++) s += k[i].bytes_sent;
-    return s;
 }
 
 // Bytes a rank sends in one forward + backward (ring collectives, t | N and t | C):

@@ -13,6 +13,8 @@
 // matmul_backward(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC) (ACCUMULATES into
 // dinp, dw and dbias: zero dinp first with memset0), memset0(ctx, p, bytes).
 // Contract (common/model.h, GPTParallelOps): write dinp; accumulate dw and db.
+// b and db are NULL for the LM head (no bias): matmul_forward and matmul_backward
+// accept NULL there, so pass them on rather than adding the bias yourself.
 #include "ops.h"
 #include "tp.h"
 

