@@ -155,6 +155,12 @@ run pp-1f1b-p2-large env COURSE_SHM_CHANNEL_BYTES=16384 "$BUILD/tests/test_pp" -
     --schedule 1f1b --width 128 --seq 16 --batch 4 --max-micro-batches 4 --timeout 4
 run pp-1f1b-p3-large env COURSE_SHM_CHANNEL_BYTES=16384 "$BUILD/tests/test_pp" --np 3 \
     --schedule 1f1b --width 128 --seq 16 --batch 4 --max-micro-batches 4 --timeout 4
+# Interleaved too: its last stage sends activations (to the first, for the next
+# chunk), where 1F1B's never does, so only here does waiting on them deadlock.
+run pp-interleaved-p2-large env COURSE_SHM_CHANNEL_BYTES=16384 "$BUILD/tests/test_pp" --np 2 \
+    --schedule interleaved --width 128 --seq 16 --batch 4 --max-micro-batches 4 --timeout 4
+run pp-interleaved-p3-large env COURSE_SHM_CHANNEL_BYTES=16384 "$BUILD/tests/test_pp" --np 3 \
+    --schedule interleaved --width 128 --seq 16 --batch 4 --max-micro-batches 6 --timeout 4
 run pp-interleaved-p3 "$BUILD/tests/test_pp" --np 3 --schedule interleaved --timeout 20
 
 # Stage 01's calculator, --recipe course with --pp, against every rank's ledger: one

@@ -24,7 +24,12 @@
 //   - the requests: post receives and sends and keep them in the slot; a forward
 //     or backward that needs a message waits for it with pipe_wait (which keeps
 //     every other message moving). Never wait for a send where the schedule does
-//     not need it: a neighbour may be waiting for you.
+//     not need it: a neighbour may be waiting for you (the interleaved part's
+//     checks run your engine with messages larger than the channel, where the
+//     last stage sends activations too: a wait there deadlocks).
+//   - PP_SEND_ACT sends from the slot's own activations (slot->acts, the output
+//     of its chunk's last layer), not through g->acts: in an interleaved steady
+//     step a backward, which empties g->acts, runs between a forward and its send.
 // The loss: each micro-batch's is 1/m of the step's (dloss_scale 1/P->m);
 // P->loss_sum adds the last stage's forward losses.
 #include "ops.h"
@@ -35,7 +40,10 @@ void pipe_step(Pipe *P, const PPAction *a, const int *tokens, const int *targets
     // TODO(exercise): one case per op (PP_RECV_ACT, PP_FORWARD, PP_SEND_ACT,
     // PP_RECV_GRAD, PP_BACKWARD, PP_SEND_GRAD). The micro-batch's token ids are
     // tokens + a->mb * P->B * P->T (targets likewise). Before freeing the
-    // activations in the backward, the send of the chunk's output must be done.
+    // activations in the backward, the send of the chunk's output must be done
+    // (on the CPU's transports it always is by then: the gradient that starts the
+    // backward comes after the next stage received the output; the wait keeps that
+    // true where a send may still be reading the buffer).
     // Then the zero-bubble schedule's two halves of PP_BACKWARD: PP_BACKWARD_INPUT
     // does what PP_BACKWARD does but with gpt_blocks_backward_input, keeping in
     // slot->keep (gpt_keep_floats(g, g->l0, g->l1, B, T) floats, MEM_ACTIVATIONS)

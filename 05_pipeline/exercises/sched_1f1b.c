@@ -13,8 +13,10 @@
 //
 // pp_forward_with(S, s, mb, 0) and pp_backward_with(S, s, mb, 0) append a compute
 // action with the receive before it and the send after it. The checker
-// (../checker.c) must accept your schedule for every p and m, and rank s must hold
-// at most min(p - s, m) micro-batches at once (sched_max_in_flight).
+// (../checker.c) must accept your schedule for every p and m, also when each rank's
+// messages run in the order posted (as over NCCL), and rank s must hold exactly
+// min(p - s, m) micro-batches at its peak (sched_max_in_flight): fewer means a
+// warm-up too short, and the stages after it idle.
 #include "schedule.h"
 
 void sched_1f1b(PPSchedule *S) {

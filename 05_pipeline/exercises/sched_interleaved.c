@@ -10,7 +10,8 @@
 //   backward number k:  chunk v - 1 - (k mod pv) / p,   the same micro-batch
 //
 // Rank s warms up with (p - s - 1)·2 + (v - 1)·p forwards (at most m·v; all of
-// them when m = p), then alternates forward number warmup + i and backward number
+// them when m = p, as Megatron-LM does: the same bubble, a little more in flight),
+// then alternates forward number warmup + i and backward number
 // i, then runs the backwards left. Use pp_forward_with / pp_backward_with (they
 // know which chunks are the first and last virtual stages) for the warm-up and
 // the cool-down. A steady step sends its messages as Megatron-LM does, in one
