@@ -178,8 +178,10 @@ check: test
 
 # make grade-N [PART=name]: the stage's tests against your exercises/, a score per
 # part; fails (non-zero status) unless the score is full.
+# The exercise build runs in parallel (JOBS, one per core) unless make was given -j.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 grade-%:
-	@$(MAKE) --no-print-directory EX=1 BUILD=build-ex all
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) EX=1 BUILD=build-ex all
 	@BUILD=build-ex bash scripts/grade.sh $* $(PART)
 
 # The graders are tested too: the reference scores full marks, the pristine starters
