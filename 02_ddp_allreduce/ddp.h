@@ -18,6 +18,9 @@ typedef struct {
     // gradients should move GPU to GPU (NCCL or CUDA IPC, comm_cuda.h) instead of
     // through `staging`. NULL: host collectives with `algo`. Owned by the caller.
     GpuComm *gpu;
+    // Tests only (test_ddp --staged): take the host-copy path on the CPU too, so that
+    // a CPU machine runs the code a GPU run takes through `staging`.
+    int stage_on_host;
 } DDP;
 
 void ddp_init(DDP *d, Comm *c, Group *g, Algo algo);
@@ -38,7 +41,7 @@ void ddp_sync_grads(DDP *d, GPT *g);
 // context's ledger, which counts the device's memory.
 static inline float *ddp_host_view(DDP *d, GPT *g, float *dev, int to_host) {
     Ctx *ctx = g->ctx;
-    if (ctx->device == DEV_CPU) return dev;
+    if (ctx->device == DEV_CPU && !d->stage_on_host) return dev;
     size_t bytes = g->n_params * sizeof(float);
     if (!d->staging) {
         d->staging = (float *)malloc(bytes);
@@ -48,7 +51,7 @@ static inline float *ddp_host_view(DDP *d, GPT *g, float *dev, int to_host) {
     return d->staging;
 }
 static inline void ddp_back_to_device(DDP *d, GPT *g, float *dev) {
-    if (g->ctx->device != DEV_CPU)
+    if (g->ctx->device != DEV_CPU || d->stage_on_host)
         g->ctx->ops->to_device(g->ctx, dev, d->staging, g->n_params * sizeof(float));
 }
 static inline int ddp_on_gpu(const DDP *d, const GPT *g) {

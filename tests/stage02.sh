@@ -46,6 +46,10 @@ fi
 
 # DDP's broadcast and gradient mean, each against one process (tests/test_ddp.c).
 for n in 2 3 4; do run "ddp-collectives-np$n" "$BUILD/tests/test_ddp" --np "$n" --timeout 10; done
+# The path a GPU run takes (a host copy of the buffer, the collective, the copy back),
+# taken on the CPU: a DDP that forgets ddp_back_to_device is right here only by luck.
+run ddp-collectives-staged-np3 "$BUILD/tests/test_ddp" --np 3 --staged --timeout 10
+run ddp-collectives-strided-staged-np4 "$BUILD/tests/test_ddp" --np 4 --strided --staged --timeout 10
 # ... and over subgroups, as over a mesh's data-parallel group: the group's root and size.
 for n in 4 5; do
     run "ddp-collectives-strided-np$n" "$BUILD/tests/test_ddp" --np "$n" --strided --timeout 10
@@ -64,15 +68,18 @@ ddp_equivalence() {  # ddp_equivalence N [ALGO]  (naive: no suffix; ring: ".ring
                --save-params "$dir/ddp.safetensors")
     # What rank 0 sends in the 5 all-reduces of the 118,528-parameter model (4 bytes
     # each): the ring 2(N-1)/N buffers a call, the naive one (rank 0 its root) N - 1.
-    local sent want
+    local sent calls want
     want=$(awk -v n="$n" -v a="$algo" 'BEGIN { b = 5 * 4 * 118528 * (a == "ring" ? 2 * (n - 1) / n : n - 1); printf "%.2f", b / 1e6 }')
     if ! "${one[@]}" >"$dir/one.log" 2>&1; then
         echo "FAIL $name  the single process failed: ${one[*]}"; tail -n 5 "$dir/one.log"
     elif ! "${ddp[@]}" >"$dir/ddp.log" 2>&1; then
         echo "FAIL $name  the DDP run failed: ${ddp[*]}"; grep -v '^launcher: ' "$dir/ddp.log" | tail -n 5
+    elif calls=$(grep -o 'all-reduce [0-9]* calls' "$dir/ddp.log" | grep -o '[0-9]*') &&
+         [ "$calls" != 5 ]; then
+        echo "FAIL $name  ddp_train made ${calls:-no} all-reduces in 5 steps (DDP makes one a step, in ddp_sync_grads): does ddp_broadcast_params use an all-reduce, or ddp_sync_grads more than one?"
     elif sent=$(grep -o 'all-reduce [0-9]* calls, [0-9.]* MB sent' "$dir/ddp.log" | grep -o '[0-9.]* MB' | cut -d' ' -f1) &&
          [ "$sent" != "$want" ]; then
-        echo "FAIL $name  rank 0 sent ${sent:-?} MB in its all-reduces, where 5 $algo all-reduces send $want MB: does ddp_sync_grads use d->algo?"
+        echo "FAIL $name  rank 0 sent ${sent:-?} MB in its all-reduces, where 5 $algo all-reduces send $want MB: does ddp_sync_grads use d->algo?$([ "$algo" = ring ] && echo " Or does your ring (exercises/ring.c) send other than 2(p-1)/p of the buffer (coll.allreduce.ring.* count it)?")"
     else
         "$BUILD/tests/compare_params" "$dir/ddp.safetensors" "$dir/one.safetensors" 1e-5 "$name"
     fi

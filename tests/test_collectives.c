@@ -68,7 +68,18 @@ typedef struct {
     int32_t dt;         // ... the dtype ...
     float got, want;    // ... what it held and what it should hold
     int32_t grank, gsize;  // this rank's place in the group it ran in
+    // The ring's traffic (ALGO_RING only): the bytes this rank sent, and its share of
+    // what the group must send in all, (p-1)·n elements per reduce-scatter or
+    // all-gather and twice that per all-reduce, whatever shard each rank sends when.
+    double sent, want_share;
 } Verdict;
+
+// The counter a collective's bytes land in: the dispatcher's (collectives.c opens
+// one collective per call, which the ring's messages belong to).
+static CollKind coll_kind(CollOp op) {
+    return op == OP_ALLREDUCE ? COLL_ALLREDUCE : op == OP_REDUCE_SCATTER ? COLL_REDUCE_SCATTER
+           : op == OP_ALL_GATHER ? COLL_ALLGATHER : COLL_BROADCAST;
+}
 
 // Runs op with algorithm a on integer data; counts the wrong elements into v and
 // remembers the first.
@@ -79,7 +90,12 @@ static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt
     CHECK(buf, "out of memory for a %zu-element buffer", n);
     fill(buf, dt, r, n);
     int root = p > 1 ? 1 : 0;  // not always rank 0
+    uint64_t before = comm_counters(c)[coll_kind(op)].bytes_sent;
     run_collective(c, g, op, buf, n, dt, root, a);
+    if (a == ALGO_RING && op != OP_BROADCAST) {
+        v->sent += (double)(comm_counters(c)[coll_kind(op)].bytes_sent - before);
+        v->want_share += (op == OP_ALLREDUCE ? 2.0 : 1.0) * (p - 1) * n * dtype_size(dt) / p;
+    }
     for (size_t i = 0; i < n; i++) {
         float want;
         if (!collective_expected(op, p, r, root, n, i, value, &want)) continue;
@@ -143,8 +159,20 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
             if (first < 0) first = q;
         }
     }
-    int ok = wrong == 0 && rand_bad == 0;
+    double sent = 0, want = 0;  // the ring's bytes, every rank's together
+    for (int q = 0; q < p; q++) sent += all[q].sent, want += all[q].want_share;
+    int bytes_ok = fabs(sent - want) < 0.5;
+    int ok = wrong == 0 && rand_bad == 0 && bytes_ok;
     printf("%s %s  %s: %lld wrong elements", ok ? "PASS" : "FAIL", name, what, (long long)wrong);
+    if (want > 0 || sent > 0)
+        printf("; the ranks sent %.0f bytes in all, %s a ring's (p-1)/p of each buffer per "
+               "rank and phase%s", sent,
+               bytes_ok ? "=" : "!=",
+               bytes_ok ? "" : sent > want ? ": more than a ring's steps send (a step too many? "
+                                             "or the all-reduce not made of your two phases?)"
+                                           : ": less than a ring sends (the all-reduce's bytes "
+                                             "counted elsewhere: call ring_reduce_scatter and "
+                                             "ring_all_gather directly, not the dispatchers)");
     if (first >= 0) printf(" on %d of %d ranks", bad_ranks, p);
     if (with_random) printf("; random fp32 %s 1e-6", rand_bad ? "beyond" : "within");
     if (first >= 0) {

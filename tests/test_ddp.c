@@ -44,9 +44,10 @@ typedef struct {
     double scale;        // least-squares factor s in got ~ s * want
     int64_t index;       // the element with the largest |got - want|
     float got, want;
-    int32_t whose;       // broadcast: the rank whose initial weights got equals (-1: none)
+    int32_t whose;       // broadcast: the group member whose initial weights got equals (-1: none)
     int32_t unchanged;   // got equals what this rank held before the call
     int32_t group;       // the size of the group DDP ran over (the world's, or --strided's)
+    int32_t member;      // this rank's place in that group
 } Verdict;
 
 static float *host_params(Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
@@ -83,16 +84,17 @@ static void compare(const float *got, const float *want, size_t n, Verdict *v) {
 
 static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
-static Verdict check_broadcast(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg) {
+static Verdict check_broadcast(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg, int staged) {
     int r = grp->rank, p = grp->size;
     GPT g;
     gpt_init(&g, ctx, cfg, SEED + r);  // replicas start different
     DDP d = {0};
     ddp_init(&d, c, grp, ALGO_NAIVE);
     d.gpu = NULL;
+    d.stage_on_host = staged;
     float *mine = host_params(ctx, cfg, SEED + r), *want = host_params(ctx, cfg, SEED);
     ddp_broadcast_params(&d, &g);
-    Verdict v = {.whose = -1};
+    Verdict v = {.whose = -1, .group = p, .member = r};
     compare(g.params, want, g.n_params, &v);
     if (!same(g.params, want, g.n_params)) {
         v.err = v.err > 0 ? v.err : 1e-30;  // bitwise: any difference fails
@@ -126,7 +128,8 @@ static void forward_backward(GPT *g, int rank, int world, int B, int T) {
     data_close(&dl);
 }
 
-static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg, int B) {
+static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg, int B,
+                                   int staged) {
     int r = grp->rank, p = grp->size, T = cfg->seq_len;
     GPT g, one;
     gpt_init(&g, ctx, cfg, SEED);
@@ -140,13 +143,14 @@ static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfi
     DDP d = {0};
     ddp_init(&d, c, grp, ALGO_NAIVE);
     d.gpu = NULL;
+    d.stage_on_host = staged;
     ddp_sync_grads(&d, &g);
 
     gpt_init(&one, ctx, cfg, SEED);  // the single process with all N*B rows
     gpt_alloc_grads(&one);
     gpt_alloc_acts(&one, p * B, T);
     forward_backward(&one, 0, 1, p * B, T);
-    Verdict v = {.whose = -1, .group = p};
+    Verdict v = {.whose = -1, .group = p, .member = r};
     compare(g.grads, one.grads, n, &v);
     v.unchanged = p > 1 && same(g.grads, local, n);
     free(local);
@@ -158,7 +162,7 @@ static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfi
 
 // Rank 0 prints the line for one check from every rank's verdict.
 static void report(const char *name, const GPT *shape, int p, const Verdict *all, double tol,
-                   const char *what) {
+                   const char *what, int staged) {
     int worst = 0, bad = 0;
     for (int q = 0; q < p; q++) {
         if (!(all[q].err <= tol)) bad++;
@@ -168,14 +172,22 @@ static void report(const char *name, const GPT *shape, int p, const Verdict *all
     printf("%s %s  %s: max rel_err %.3e (tol %.0e)", bad ? "FAIL" : "PASS", name, what, v->err,
            tol);
     if (bad) {
-        printf(" on %d of %d ranks. Worst: rank %d, element %lld (%s): got %.6g, want %.6g; "
-               "overall got = %.4g x want", bad, p, worst, (long long)v->index,
-               slice_of(shape, (size_t)v->index), v->got, v->want, v->scale);
-        if (v->unchanged) printf(" -- unchanged by the call: did it communicate at all?");
-        else if (v->whose >= 0) printf(" -- these are rank %d's initial weights: the root must be 0",
-                                       v->whose);
+        printf(" on %d of %d ranks. Worst: world rank %d (member %d of DDP's group of %d), "
+               "element %lld (%s): got %.6g, want %.6g; overall got = %.4g x want", bad, p, worst,
+               v->member, v->group, (long long)v->index, slice_of(shape, (size_t)v->index),
+               v->got, v->want, v->scale);
+        if (v->whose >= 0 && v->whose != v->member)
+            printf(" -- these are member %d's initial weights: broadcast over d->group, DDP's "
+                   "group, from its member 0", v->whose);
+        else if (v->unchanged && staged)
+            printf(" -- unchanged by the call: through the host copy (as on a GPU), did the copy "
+                   "go to the host first (ddp_host_view(..., 1)) and the result back "
+                   "(ddp_back_to_device)?");
+        else if (v->unchanged) printf(" -- unchanged by the call: did it communicate at all?");
         else if (v->group > 1 && fabs(v->scale - v->group) < 0.05 * v->group)
-            printf(" -- that is the sum over the %d ranks, not the mean: scale by 1/N", v->group);
+            printf(" -- that is the sum over the %d ranks, not the mean: scale by 1/N%s", v->group,
+                   v->group < p ? " (or the all-reduce ran over all the job's ranks, not DDP's "
+                                  "group d->group)" : "");
         else if (v->group > 1 && v->group < p && fabs(v->scale * p - v->group) < 0.05 * v->group)
             printf(" -- divided by the %d ranks of the job, not the %d of DDP's group", p,
                    v->group);
@@ -187,7 +199,7 @@ static void report(const char *name, const GPT *shape, int p, const Verdict *all
 }
 
 int main(int argc, char **argv) {
-    int np = 2, B = 2, strided = 0;
+    int np = 2, B = 2, strided = 0, staged = 0;
     double timeout = 30;
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
@@ -196,6 +208,8 @@ int main(int argc, char **argv) {
         F_BOOL("--strided", &strided, "DDP over two subgroups, not the world: the even world "
                "ranks and the odd ones, each in descending order (needs --np >= 4), as DDP "
                "runs over the data-parallel group of a mesh"),
+        F_BOOL("--staged", &staged, "through the host copy a GPU run takes (ddp_host_view, the "
+               "collective, ddp_back_to_device), here on the CPU"),
     };
     flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_ddp [flags]",
                 "Checks DDP's weight broadcast and gradient mean against one process.");
@@ -212,24 +226,27 @@ int main(int argc, char **argv) {
     gpt_init(&shape, &ctx, &cfg, SEED);
 
     char names[2][64];
-    snprintf(names[0], sizeof names[0], "ddp.broadcast_params.np%d%s", p, strided ? ".strided" : "");
-    snprintf(names[1], sizeof names[1], "ddp.mean_gradient.np%d%s", p, strided ? ".strided" : "");
+    const char *variant = strided ? ".strided" : staged ? ".staged" : "";
+    if (strided && staged) variant = ".strided.staged";
+    snprintf(names[0], sizeof names[0], "ddp.broadcast_params.np%d%s", p, variant);
+    snprintf(names[1], sizeof names[1], "ddp.mean_gradient.np%d%s", p, variant);
     if (r == 0) {
         for (int k = 0; k < 2; k++) printf("PLAN %s\n", names[k]);
         fflush(stdout);
     }
     for (int k = 0; k < 2; k++) {
-        Verdict mine = k == 0 ? check_broadcast(c, grp, &ctx, &cfg)
-                              : check_mean_gradient(c, grp, &ctx, &cfg, B);
+        Verdict mine = k == 0 ? check_broadcast(c, grp, &ctx, &cfg, staged)
+                              : check_mean_gradient(c, grp, &ctx, &cfg, B, staged);
         if (r == 0) {
             Verdict all[COMM_MAX_RANKS];
             all[0] = mine;
             for (int q = 1; q < p; q++) comm_recv(c, world, q, &all[q], sizeof all[q]);
             if (k == 0)
-                report(names[0], &shape, p, all, 0, "every rank holds rank 0's weights, bitwise");
+                report(names[0], &shape, p, all, 0, "every rank holds rank 0's weights, bitwise",
+                       staged);
             else
                 report(names[1], &shape, p, all, 1e-5,
-                       "every rank's gradient = one process's on all N*B rows");
+                       "every rank's gradient = one process's on all N*B rows", staged);
         } else {
             comm_send(c, world, 0, &mine, sizeof mine);
         }

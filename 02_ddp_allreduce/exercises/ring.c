@@ -2,7 +2,8 @@
 // this file in place of ../ring.c and runs the same tests.
 //
 // The ring: the p ranks of group g stand in a circle; rank r sends to r+1 and
-// receives from r-1 (mod p). Cut the buffer into p shards with shard_range
+// receives from r-1 (mod p). r = g->rank and p = g->size: peers are member indices
+// of g (comm.h), not world ranks (the tests also run your ring on subgroups). Cut the buffer into p shards with shard_range
 // (collectives.h): shard s is elements [count*s/p, count*(s+1)/p). Each step,
 // every rank sends one shard and receives one shard, all links busy at once.
 //
@@ -37,5 +38,8 @@ void ring_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt) {
 // All-reduce = reduce-scatter, then all-gather: 2(p-1) steps of n/p bytes.
 void ring_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
     (void)c; (void)g; (void)buf; (void)count; (void)dt;
-    // TODO(exercise): compose the two functions above.
+    // TODO(exercise): compose the two functions above. Call ring_reduce_scatter and
+    // ring_all_gather directly, not the dispatchers reduce_scatter() / all_gather():
+    // those open two more collectives, and the bytes would be counted as a
+    // reduce-scatter and an all-gather instead of this all-reduce (the tests count them).
 }
