@@ -20,11 +20,11 @@
 // two are ever whole, at the price of a second all-gather per unit. Without it,
 // units stay whole from their forward to their backward (ZeRO-2's memory for the
 // weights, one all-gather per unit). Either way the head's units stay whole
-// across the turn from forward to backward, which reuses them at once.
+// across the turn from forward to backward, which reuses them at once: the head's
+// two uses are the last of forward, so no forward use frees them, and backward's
+// horizon is its end.
 #include "check.h"
 #include "sharded.h"
-
-#define HEAD_USES 2  // backward starts with the head: the last two forward uses again
 
 // Does the model use unit v's weights in uses [from, to)?
 static int used_between(const Sharded *s, int v, int from, int to) {
@@ -38,7 +38,7 @@ void fsdp_on_use(Sharded *s, int group, int need, int at) {
     int u = need & GPT_NEED_PARAMS ? P->unit_of[group] : -1;
     CHECK(at < s->n_use && s->use_seq[at] == u, "use %d of the micro-batch is group %d (unit %d), "
           "not what the model's order predicts", at, group, u);
-    int horizon = s->cfg.reshard && at < s->fwd_uses ? s->fwd_uses + HEAD_USES : s->n_use;
+    int horizon = s->cfg.reshard && at < s->fwd_uses ? s->fwd_uses : s->n_use;
     // 1. Free what will not be used again soon (before gathering: memory first),
     // counting from the start of this op (the head announces two groups, then computes).
     for (int v = 0; v < P->n_units; v++)

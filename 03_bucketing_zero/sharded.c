@@ -225,6 +225,10 @@ static void micro_begin(GPT *g, int micro, int accum, void *arg) {
     Sharded *s = arg;
     Buckets *B = &s->buckets;
     if (micro == 0) {
+        for (int b = 0; b < B->n; b++)
+            CHECK(!B->task[b], "bucket %d is still in flight at the start of a step: the step "
+                  "(zero_step.c's sharded_step) must finish every bucket (buckets_finish) "
+                  "before it updates", b);
         // A mixed-precision recipe computes with weights of its dtype: gpt_set_precision
         // rounds the weights a model holds, but stage 3 holds shards, drawn in fp32
         // (build): round them once, before anything gathers them or copies them into

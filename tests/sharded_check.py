@@ -1,7 +1,7 @@
 """sharded_check.py — stage 03's memory and traffic against the formulas.
 
   sharded_check.py memory LOG NAME STRATEGY N K SHARD MEMCALC_JSON L C V T
-  sharded_check.py bytes  LOG NAME STRATEGY N K SHARD L C V T [noreshard]
+  sharded_check.py bytes  LOG NAME STRATEGY N K SHARD L C V T [noreshard] [bf16]
 
 LOG holds build/sharded_train's output: one "MEM rank=r ..." and one "BYTES rank=r
 ..." line per rank. Prints one PASS/FAIL line named NAME.
@@ -94,7 +94,7 @@ def memory(log, name, strategy, n, k, shard, calc, L, C, V, T):
                            f"(<= {bound} B)") if not bad else "; ".join(bad[:4]))
 
 
-def traffic(log, name, strategy, n, k, shard, L, C, V, T, reshard=True):
+def traffic(log, name, strategy, n, k, shard, L, C, V, T, reshard=True, elem=4):
     sent = parse(log, "BYTES")
     if len(sent) != n:
         return report(False, name, f"{len(sent)} BYTES lines for {n} ranks (a rank failed?)")
@@ -116,7 +116,9 @@ def traffic(log, name, strategy, n, k, shard, L, C, V, T, reshard=True):
             rep = n // p
             elems += 2 * (psi / p) * (rep - 1) / rep
             formula = "(3Ψ - head)(P-1)/P + 2(Ψ/P)(R-1)/R"
-    want = 4 * elems
+    want = elem * elems  # fp32 on the wire, or bf16 (2 bytes) for a mixed recipe's
+    if elem == 2:
+        formula += ", bf16"
     per_rank = [int(kv["sent_per_step"]) for _, kv in sorted(sent.items())]
     mean = sum(per_rank) / n
     off = abs(mean - want) / want if want else mean
@@ -132,4 +134,4 @@ if __name__ == "__main__":
         memory(log, name, strategy, n, k, shard, sys.argv[8], *(int(x) for x in sys.argv[9:13]))
     else:
         traffic(log, name, strategy, n, k, shard, *(int(x) for x in sys.argv[8:12]),
-                reshard=sys.argv[12:13] != ["noreshard"])
+                reshard="noreshard" not in sys.argv[12:], elem=2 if "bf16" in sys.argv[12:] else 4)

@@ -48,8 +48,9 @@ void buckets_on_grad_ready(GPT *g, int group, void *arg) {
 //   s->g->ggrads[k] = buf + (g->group_offset[k] - lo[b]);
 // - but first make room: a launched bucket (task[q] != NULL) that is done
 //   (coll_test of task[q], and of replica[q] when HSDP launched one) can be retired
-//   (bucket_retire); and while MAX_IN_FLIGHT or more are
-//   launched, retire the oldest launched one (lowest q with task[q] != NULL).
+//   (bucket_retire); and while MAX_IN_FLIGHT or more are in flight (task[q] !=
+//   NULL: not launched[q], which stays set after a bucket is retired), retire the
+//   oldest of them (lowest q with task[q] != NULL).
 // - A bucket that already has a buffer is being filled: keep it. (Which bucket
 //   gets a buffer before any of its groups is complete?)
 void grads_need(Sharded *s, int group) {

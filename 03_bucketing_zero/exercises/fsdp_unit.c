@@ -20,13 +20,12 @@
 #include "check.h"
 #include "sharded.h"
 
-#define HEAD_USES 2  // backward starts with the head: the last two forward uses again
-
 // 1. Free every unit v (other than this use's) that is not FREE and that no use from
 //    s->use_op[at] up to the horizon needs. The horizon: with s->cfg.reshard and
-//    `at` in forward (at < s->fwd_uses), s->fwd_uses + HEAD_USES (a unit is freed
-//    after its forward and gathered again for its backward, except the head's,
-//    which backward reuses at once); otherwise s->n_use (kept until its last use).
+//    `at` in forward (at < s->fwd_uses), s->fwd_uses (a unit is freed after its
+//    forward and gathered again for its backward; the head's two uses are the last
+//    of forward, so its units, which backward reuses at once, are kept into it);
+//    otherwise s->n_use (kept until its last use).
 // 2. If this use needs weights (need & GPT_NEED_PARAMS; u = s->plan.unit_of[group]),
 //    make unit u whole: start its gather if it is FREE, wait if it is GATHERING.
 // 3. With s->cfg.prefetch, start the gather of the next unit the model will need
