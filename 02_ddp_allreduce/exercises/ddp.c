@@ -40,6 +40,10 @@ void ddp_broadcast_params(DDP *d, GPT *g) {
 // g->grads by 1/N where they live: g->ctx->ops->scale(ctx, ptr, s, n).
 // Why the mean and not the sum? Each rank's loss is already a mean over its own
 // B*T tokens.
+// The grader runs on the CPU: its --staged checks take the host-copy path a GPU
+// run takes (so a missing ddp_back_to_device fails); the ddp_on_gpu branch runs only
+// on a GPU (scripts/gpu_check.sh), and a host loop in place of ops->scale would
+// read device memory there: use the ops.
 void ddp_sync_grads(DDP *d, GPT *g) {
     (void)d; (void)g;
     // TODO(exercise)
