@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
         gc = gpu_comm_new(c, world, &ctx, strcmp(gpu_comm, "nccl") == 0  ? GPU_NCCL
                                           : strcmp(gpu_comm, "ipc") == 0 ? GPU_IPC
                                                                          : GPU_AUTO);
-    d.gpu = gc;  // after ddp_init (the exercise version of ddp_init leaves the field alone)
+    d.gpu = gc;  // after ddp_init, which clears the struct
     char label[256];
     if (gc)
         snprintf(label, sizeof label, "DDP over %d rank%s (all-reduce GPU to GPU: %s)", ctx.world,
@@ -120,6 +120,7 @@ int main(int argc, char **argv) {
                  al == ALGO_MPI ? " (MPI_Allreduce moves its own bytes, which are not counted "
                  "here)" : "");
     gpu_comm_free(gc);  // collective; before the stream it uses goes away
+    ddp_free(&d, NULL);  // the host staging buffer of a GPU run through host memory
     ctx_destroy(&ctx);
     comm_finalize(c);
     return 0;

@@ -8,11 +8,7 @@
 #include "ops.h"
 
 void ddp_init(DDP *d, Comm *c, Group *g, Algo algo) {
-    d->comm = c;
-    d->group = g;
-    d->algo = algo;
-    d->staging = NULL;
-    d->gpu = NULL;
+    *d = (DDP){.comm = c, .group = g, .algo = algo};  // no staging, no GpuComm, not staged
 }
 
 void ddp_free(DDP *d, GPT *g) {
