@@ -155,6 +155,8 @@ run sharded-ddp-nooverlap bash -c 's3_case nooverlap 0 3 1 naive ddp --no-overla
 run sharded-zero2-bucket0 bash -c 's3_case bucket0 0 3 1 naive zero2 --bucket-mb 0'
 run sharded-zero2-nooverlap bash -c 's3_case nooverlap 0 3 1 naive zero2 --no-overlap --bucket-mb 0'
 run sharded-zero3-nooverlap bash -c 's3_case nooverlap 0 3 1 naive zero3 --no-overlap --bucket-mb 0'
+s3_rank0_comm() { grep -h -m1 -o '^MEM rank=0 .*comm=[0-9]*' "$1" | sed 's/.*comm=//'; }  # rank 0's peak MEM_COMM
+export -f s3_rank0_comm
 # Without the progress thread the sharded strategies still reduce each bucket as
 # backward completes it (the collectives run in order when waited for), so a rank
 # holds the same few buckets as when overlapped: the same peak of MEM_COMM, not
@@ -165,8 +167,8 @@ s3_nooverlap_comm() {  # s3_nooverlap_comm STRATEGY
         "$BUILD/sharded_train" --np 3 --strategy "$1" --bucket-mb 0 "${model[@]}" "${train[@]}" \
             --batch 2 $([ $o = no-overlap ] && echo --no-overlap) >"$f.$o.log" 2>&1
     done
-    a=$(grep -h -m1 -o '^MEM rank=0 .*comm=[0-9]*' "$f.overlap.log" | sed 's/.*comm=//')
-    b=$(grep -h -m1 -o '^MEM rank=0 .*comm=[0-9]*' "$f.no-overlap.log" | sed 's/.*comm=//')
+    a=$(s3_rank0_comm "$f.overlap.log")
+    b=$(s3_rank0_comm "$f.no-overlap.log")
     if [ -n "$a" ] && [ "$a" = "$b" ]; then
         echo "PASS sharded.no_overlap_comm.$1  rank 0's peak comm $b B, as overlapped"
     else
@@ -191,8 +193,8 @@ s3_prefetch_comm() {  # s3_prefetch_comm STRATEGY
             --timeout 20 --peak-tflops 1 --batch 2 $([ $o = no-prefetch ] && echo --no-prefetch) \
             >"$f.$o.log" 2>&1
     done
-    a=$(grep -h -m1 -o '^MEM rank=0 .*comm=[0-9]*' "$f.prefetch.log" | sed 's/.*comm=//')
-    b=$(grep -h -m1 -o '^MEM rank=0 .*comm=[0-9]*' "$f.no-prefetch.log" | sed 's/.*comm=//')
+    a=$(s3_rank0_comm "$f.prefetch.log")
+    b=$(s3_rank0_comm "$f.no-prefetch.log")
     if [ -n "$a" ] && [ -n "$b" ] && [ "$((a - b))" -ge "$half" ]; then
         echo "PASS $name  rank 0's peak comm $b B without prefetch, $a B with: $((a - b)) B less (>= $half, half a layer's unit)"
     else

@@ -226,8 +226,8 @@ int main(int argc, char **argv) {
     gpt_init(&shape, &ctx, &cfg, SEED);
 
     char names[2][64];
-    const char *variant = strided ? ".strided" : staged ? ".staged" : "";
-    if (strided && staged) variant = ".strided.staged";
+    char variant[24];
+    snprintf(variant, sizeof variant, "%s%s", strided ? ".strided" : "", staged ? ".staged" : "");
     snprintf(names[0], sizeof names[0], "ddp.broadcast_params.np%d%s", p, variant);
     snprintf(names[1], sizeof names[1], "ddp.mean_gradient.np%d%s", p, variant);
     if (r == 0) {

@@ -167,6 +167,20 @@ void test_matmul_bf16(Env *e, const Dims *d) {
 // by O(1). (rel_err's norm is the whole dqkv's, which starts non-zero: test_gpu_ops.c.)
 #define TOL_FLIP 1e-3
 
+// Every value the GPU left in b is one of dtype dt's (bf16 or fp16): a round trip
+// through dt changes none of them.
+static void check_values_of(Env *e, const char *name, const Buf *b, DType dt) {
+    size_t n = b->bytes / sizeof(float), bad = 0;
+    float *v = read_back(&e->gpu, b->g, b->bytes);
+    for (size_t i = 0; i < n; i++)
+        bad += v[i] != (dt == DT_BF16 ? bf16_to_f32(f32_to_bf16(v[i])) : f16_to_f32(f32_to_f16(v[i])));
+    free(v);
+    char what[96];
+    snprintf(what, sizeof what, "%s[%s]", name, e->size);
+    test_report(&e->ts, bad == 0, what, "%zu of %zu values are not %s values", bad, n,
+                dtype_name(dt));
+}
+
 void test_attention_bf16(Env *e, const Dims *d) {
     int B = d->B, T = d->T, C = d->C, NH = d->NH;
     size_t BTC = (size_t)B * T * C, att_n = (size_t)B * NH * T * T;
@@ -188,13 +202,7 @@ void test_attention_bf16(Env *e, const Dims *d) {
                                                       DT_BF16));
     free(first);
     // The op left att as bf16 values (what the backward's promise needs).
-    float *ga = read_back(&e->gpu, att.g, att.bytes);
-    size_t not_bf16 = 0;
-    for (size_t i = 0; i < att_n; i++) not_bf16 += ga[i] != bf16_to_f32(f32_to_bf16(ga[i]));
-    free(ga);
-    snprintf(what, sizeof what, "attention_bf16_forward.att_is_bf16[%s]", e->size);
-    test_report(&e->ts, not_bf16 == 0, what, "%zu of %zu probabilities are not bf16 values",
-                not_bf16, att_n);
+    check_values_of(e, "attention_bf16_forward.att_is_bf16", &att, DT_BF16);
     for (int dev = 0; dev < 2; dev++) {  // each side's own att, as in the model
         Ctx *x = ctx_of(e, dev);
         x->ops->attention_backward(x, on(&dqkv, dev), on(&scratch, dev), on(&dout, dev),
@@ -211,7 +219,7 @@ void test_attention_bf16(Env *e, const Dims *d) {
                                   DT_BF16);
     }
     float *ca = read_back(&e->cpu, attx.c, attx.bytes);
-    ga = read_back(&e->gpu, attx.g, attx.bytes);
+    float *ga = read_back(&e->gpu, attx.g, attx.bytes);
     double erra = rel_error(ga, ca, attx.bytes / sizeof(float));
     snprintf(what, sizeof what, "attention_bf16_forward.reads_bf16[%s]", e->size);
     test_report(&e->ts, erra > 2e-4, what, "rel_err %.3e of att on an fp32 qkv (want > 2e-4: "
@@ -246,13 +254,7 @@ void test_attention_bf16(Env *e, const Dims *d) {
     check_buf(e, "attention_f16_forward.out", &out, TOL_FLIP);
     check_buf(e, "attention_f16_forward.att", &atth, TOL_FLIP);
     check_buf(e, "attention_f16_backward.dqkv", &dh, TOL_FLIP);
-    ga = read_back(&e->gpu, atth.g, atth.bytes);
-    size_t not_f16 = 0;
-    for (size_t i = 0; i < att_n; i++) not_f16 += ga[i] != f16_to_f32(f32_to_f16(ga[i]));
-    free(ga);
-    snprintf(what, sizeof what, "attention_f16_forward.att_is_f16[%s]", e->size);
-    test_report(&e->ts, not_f16 == 0, what, "%zu of %zu probabilities are not fp16 values",
-                not_f16, att_n);
+    check_values_of(e, "attention_f16_forward.att_is_f16", &atth, DT_F16);
     buf_free(e, &qh), buf_free(e, &atth), buf_free(e, &dh);
     Buf *all[] = {&qkv, &dout, &out, &att, &dqkv, &scratch, &dx, &d1};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
