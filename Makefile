@@ -101,7 +101,8 @@ else
 endif
 
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
-         test_gpu gpt_dump test_comm compare_params test_precision test_fp8 test_json test_ckpt_fuzz test_publish
+         test_gpu gpt_dump test_comm compare_params test_precision test_fp8 test_json test_ckpt_fuzz test_publish \
+         test_straggler
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 
 # `make` with no target builds everything (stage.mk files below define targets too).

@@ -11,6 +11,7 @@
 //   build/measure --check                   # PASS/FAIL lines for tests/stage01.sh
 //   build/measure --device cuda             # the same on a GPU (workspace then also
 //                                           # holds the backend's scratch)
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +42,13 @@ static const Size full_extra[] = {
 };
 
 static int n_pass, n_fail;
-static void check(int ok, const char *name, const char *size, const char *fmt, double a, double b) {
+__attribute__((format(printf, 4, 5)))
+static void check(int ok, const char *name, const char *size, const char *fmt, ...) {
     printf("%s %s.%s  ", ok ? "PASS" : "FAIL", name, size);
-    printf(fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
     printf("\n");
     if (ok) n_pass++; else n_fail++;
 }

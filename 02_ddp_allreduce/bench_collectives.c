@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
     shm_stores_parse(stores_s, &cc.shm_stores);
     if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: once, not in every rank
     Comm *c = comm_launch(&cc);
-    Group *g = (Group *)comm_world(c);
+    Group *g = comm_world(c);
     int p = g->size, r = g->rank;
     Ctx ctx;
     Target t = {.c = c, .g = g, .a = algo, .gpu = NULL, .ctx = &ctx};

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     DDP d;
     Algo al;
     algo_parse(algo, &al);
-    Group *world = (Group *)comm_world(c);
+    Group *world = comm_world(c);
     ddp_init(&d, c, world, al);
     GpuComm *gc = NULL;
     if (dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)

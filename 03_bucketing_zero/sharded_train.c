@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
     else ctx_init(&ctx, dev, a.threads, a.device_mem);
     ctx.rank = comm_rank(c);
     ctx.world = comm_size(c);
-    Group *world = (Group *)comm_world(c);
+    Group *world = comm_world(c);
     Timeline tl;
     timeline_init(&tl, trace != NULL);
     if (kill_rank >= 0) comm_inject_kill(c, kill_rank, kill_at);

@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
                 "The error of a bf16 gradient all-reduce against the world size.");
     CommConfig cc = {.np = np, .timeout_s = timeout};
     Comm *c = comm_launch(&cc);
-    Group *world = (Group *)comm_world(c);
+    Group *world = comm_world(c);
     int rank = comm_rank(c), p = comm_size(c);
     size_t n = (size_t)count;
     float *mine = malloc(n * sizeof(float)), *x32 = malloc(n * sizeof(float));

@@ -249,7 +249,13 @@ static char *gather_entries(const char *tmpdir, int world, char *err, size_t err
         size_t k;
         if (r) jb_printf(&b, ",\n  ");
         while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) jb_printf(&b, "%.*s", (int)k, chunk);
+        int bad = ferror(f) ? (errno ? errno : EIO) : 0;
         fclose(f);
+        if (bad) {  // a short entry would publish a manifest that no resume can read
+            snprintf(err, errn, "rank %d's entry %s could not be read: %s", r, side, strerror(bad));
+            jb_free(&b);
+            return NULL;
+        }
         unlink(side);
     }
     return b.s;

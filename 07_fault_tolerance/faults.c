@@ -194,11 +194,12 @@ void fault_after_publish(const Fault *f, int rank, uint64_t step, const char *di
     long at = -1;
     if (fp && fseek(fp, 0, SEEK_END) == 0 && (at = ftell(fp) / 2) > 0 && fseek(fp, at, SEEK_SET) == 0)
         c = fgetc(fp);
-    if (c != EOF && fseek(fp, at, SEEK_SET) == 0 && fputc(c ^ 0xFF, fp) != EOF && fclose(fp) == 0) {
+    int ok = c != EOF && fseek(fp, at, SEEK_SET) == 0 && fputc(c ^ 0xFF, fp) != EOF;
+    if (fp && fclose(fp) != 0) ok = 0;  // closed either way: a stream is gone after fclose
+    if (ok) {
         fprintf(stderr, "warning: rank %d: injected corruption: byte %ld of %s inverted (--inject)\n",
                 rank, at, path);
         return;
     }
-    if (fp) fclose(fp);
     DIE("--inject corrupt: could not rewrite a byte of %s", path);
 }

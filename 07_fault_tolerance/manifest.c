@@ -14,6 +14,7 @@
 // cols [c0, c0+nc) of the tensor, stored in that file as an nr x nc F32 tensor
 // named by ckpt_key.
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +97,13 @@ void manifest_write(JsonBuf *b, uint64_t step, int world, const char *layout, co
 
 // ---------------------------------------------------------------- reading
 
-static int bad(char *err, size_t errn, const char *what, const char *fmt, const char *detail) {
+__attribute__((format(printf, 4, 5)))
+static int bad(char *err, size_t errn, const char *what, const char *fmt, ...) {
     char d[256];
-    snprintf(d, sizeof d, fmt, detail);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d, sizeof d, fmt, ap);
+    va_end(ap);
     snprintf(err, errn, "%s: %s", what, d);
     return -1;
 }
@@ -212,7 +217,7 @@ static int parse_files(const Json *files, const char *what, CkptManifest *m, cha
     for (int i = 0; i < files->n; i++) {
         const Json *f = &files->items[i], *pieces;
         const char *name, *crc;
-        int64_t rank, bytes;
+        int64_t rank = 0, bytes = 0;
         if (f->type != JSON_OBJECT) return bad(err, errn, what, "%s is not an object", "a file entry");
         if (json_get_string(f, "name", what, &name, err, errn) ||
             get_int(f, "rank", what, 1 << 20, &rank, err, errn) ||
@@ -276,7 +281,7 @@ int manifest_parse(const char *text, size_t len, const char *what, CkptManifest 
     int rc = -1;
     const char *format, *layout;
     const Json *model, *progress, *tensors, *files;
-    int64_t world, dims[5];
+    int64_t world = 0, dims[5];
     static const char *dim_keys[5] = {"n_layer", "n_embd", "n_head", "seq_len", "vocab"};
     if (j->type != JSON_OBJECT) {
         bad(err, errn, what, "%s", "the manifest is not a JSON object");

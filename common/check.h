@@ -39,6 +39,11 @@ void log_event(const char *name);
 CHECK_NORETURN void die_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+// Allocations that cannot fail quietly: out of memory dies, naming the size (a NULL
+// read later would crash far from the cause). Never NULL, even for 0 bytes.
+void *xmalloc(size_t bytes);
+void *xcalloc(size_t n, size_t size);
+
 #define DIE(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
 #define CHECK(cond, ...)                                                     \
     do {                                                                     \

@@ -43,7 +43,7 @@ LaunchMode comm_launch_mode(const Comm *c) { return c->launch; }
 Transport comm_transport(const Comm *c) { return c->transport; }
 double comm_timeout(const Comm *c) { return c->timeout_s; }
 size_t comm_channel_bytes(const Comm *c) { return c->channel_bytes; }
-const Group *comm_world(const Comm *c) { return &c->world; }
+Group *comm_world(Comm *c) { return &c->world; }
 int comm_local_size(const Comm *c) { return c->local_size; }
 int comm_slot(const Comm *c) { return c->slot; }
 int comm_local_cores(const Comm *c) { return c->local_cores; }

@@ -100,7 +100,7 @@ double comm_timeout(const Comm *c);
 // its send before posting its own receive deadlocks with a neighbour doing the
 // same; the tests size their messages past it to catch that ordering.
 size_t comm_channel_bytes(const Comm *c);
-const Group *comm_world(const Comm *c);
+Group *comm_world(Comm *c);  // collectives on it advance its seq
 // The ranks of this job on this machine (the built-in launcher's --np; under
 // mpirun OMPI_COMM_WORLD_LOCAL_SIZE, under torchrun LOCAL_WORLD_SIZE; else the
 // world), and the cores they may run on together: the launcher's affinity before

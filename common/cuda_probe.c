@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,11 +116,15 @@ void cuda_probe(CudaProbe *p) {
     }
 }
 
-static void probe_failed(CudaProbe *p, const char *fmt, const char *detail) {
+__attribute__((format(printf, 2, 3)))
+static void probe_failed(CudaProbe *p, const char *fmt, ...) {
     memset(p, 0, sizeof *p);
     p->state = CUDA_BROKEN;
     p->error = -1;
-    snprintf(p->why, sizeof p->why, fmt, detail);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->why, sizeof p->why, fmt, ap);
+    va_end(ap);
 }
 
 // Driver start-up takes seconds on a large machine; two minutes is a hang.

@@ -45,7 +45,7 @@ void data_open_synthetic(DataLoader *d, int vocab, size_t n_tokens, uint64_t see
     for (size_t i = 0; i < n_tokens; i++) {
         double u = rng_uniform(&rng);
         int rank4 = 0;
-        while (u >= cum[rank4] && rank4 < 3) rank4++;
+        while (rank4 < 3 && u >= cum[rank4]) rank4++;
         int slot = (rank4 + prev2) & 3;  // rotate which successor is the likely one
         int next = (int)(mix32(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)prev1 * 4 + slot) % vocab);
         d->tokens[i] = next;

@@ -87,3 +87,15 @@ _Noreturn void die_at(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     exit(1);
 }
+
+void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    CHECK(p, "out of host memory (%zu bytes)", bytes);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    CHECK(p, "out of host memory (%zu x %zu bytes)", n, size);
+    return p;
+}

@@ -62,9 +62,15 @@ void cpu_round_to(Ctx *ctx, float *x, size_t n, DType dt) {
     if (dt == DT_F32) return;
     if (dt == DT_BF16) {
         // The hot case (mixed-bf16 rounds every tensor it writes): to bf16 and back.
-        uint32_t *u = (uint32_t *)x;
+        // (Bits through memcpy, not a uint32_t pointer: C's aliasing rules allow only
+        // that, and the compiler makes it the same vector loop.)
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) u[i] = bf16_bits(u[i]) << 16;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            u = bf16_bits(u) << 16;
+            memcpy(&x[i], &u, 4);
+        }
         return;
     }
 #if defined(__FLT16_MAX__) && defined(__F16C__)
@@ -121,9 +127,12 @@ void cpu_pack_half(Ctx *ctx, uint16_t *dst, const float *src, size_t n, DType dt
     CHECK(dt == DT_BF16 || dt == DT_F16, "pack_half: %s is not a 2-byte float type (bf16, fp16)",
           dtype_name(dt));
     if (dt == DT_BF16) {
-        const uint32_t *u = (const uint32_t *)src;
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)bf16_bits(u[i]);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &src[i], 4);
+            dst[i] = (uint16_t)bf16_bits(u);
+        }
         return;
     }
 #if defined(__FLT16_MAX__) && defined(__F16C__)
@@ -142,9 +151,11 @@ void cpu_unpack_half(Ctx *ctx, float *dst, const uint16_t *src, size_t n, DType 
     CHECK(dt == DT_BF16 || dt == DT_F16, "unpack_half: %s is not a 2-byte float type (bf16, fp16)",
           dtype_name(dt));
     if (dt == DT_BF16) {
-        uint32_t *u = (uint32_t *)dst;  // a bf16 is the top half of its fp32
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) u[i] = (uint32_t)src[i] << 16;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)src[i] << 16;  // a bf16 is the top half of its fp32
+            memcpy(&dst[i], &u, 4);
+        }
         return;
     }
 #if defined(__FLT16_MAX__) && defined(__F16C__)

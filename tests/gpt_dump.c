@@ -58,16 +58,16 @@ int main(int argc, char **argv) {
     gpt_alloc_acts(&g, B, T);
     size_t P = g.n_params;
 
-    int *tokens = malloc(BT * sizeof(int)), *targets = malloc(BT * sizeof(int));
+    int *tokens = xmalloc(BT * sizeof(int)), *targets = xmalloc(BT * sizeof(int));
     Rng rng;
     rng_seed(&rng, seed + 1);
     for (size_t i = 0; i < BT; i++) {
         tokens[i] = (int)rng_below(&rng, (uint32_t)c.vocab);
         targets[i] = (int)rng_below(&rng, (uint32_t)c.vocab);
     }
-    float *params0 = malloc(P * sizeof(float)), *grads = malloc(P * sizeof(float));
-    float *final = malloc(P * sizeof(float)), *logits = malloc(BT * c.vocab * sizeof(float));
-    float *losses = malloc(steps * sizeof(float));
+    float *params0 = xmalloc(P * sizeof(float)), *grads = xmalloc(P * sizeof(float));
+    float *final = xmalloc(P * sizeof(float)), *logits = xmalloc(BT * c.vocab * sizeof(float));
+    float *losses = xmalloc(steps * sizeof(float));
     CHECK(tokens && targets && params0 && grads && final && logits && losses, "out of memory");
     ctx.ops->to_host(&ctx, params0, g.params, P * sizeof(float));
 
@@ -92,8 +92,8 @@ int main(int argc, char **argv) {
 
     // Tensors: 3 per parameter (initial, grad., final.) plus 5.
     int nt = 3 * g.n_slices + 5, k = 0;
-    StTensor *t = calloc(nt, sizeof *t);
-    char (*names)[96] = calloc(nt, 96);
+    StTensor *t = xcalloc(nt, sizeof *t);
+    char (*names)[96] = xcalloc(nt, 96);
     CHECK(t && names, "out of memory");
 #define ADD(nm, dt, data_, nb, nd, d0, d1, d2)                                             \
     do {                                                                                   \

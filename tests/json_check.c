@@ -1,4 +1,5 @@
 // json_check.c — what the JSON tests share (tests/json_check.h).
+#include "check.h"
 #include "json_check.h"
 
 #include <stdio.h>
@@ -6,7 +7,7 @@
 #include <string.h>
 
 Json *parse_exact(const char *text, size_t len, char *err, size_t errn) {
-    char *buf = malloc(len ? len : 1);
+    char *buf = xmalloc(len ? len : 1);
     if (!buf) exit(1);
     memcpy(buf, text, len);
     Json *j = json_parse(buf, len, "test.json", err, errn);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "json_check.h"
 #include "rng.h"
 
@@ -69,7 +70,7 @@ void test_fuzz(TestState *ts) {
     enum { PER_SEED = 4000, CAP = 1 << 16 };
     Rng r;
     rng_seed(&r, 7);
-    char *buf = malloc(CAP), err[512];
+    char *buf = xmalloc(CAP), err[512];
     int parsed = 0, rejected = 0, bad_msg = 0, bad_trip = 0;
     for (int s = 0; s < N_SEEDS; s++) {
         for (int t = 0; t < PER_SEED; t++) {

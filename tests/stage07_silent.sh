@@ -124,14 +124,18 @@ run ft-refuse-spike-factor s7_refuse spike_factor "--spike-factor 0.5: a spike i
 
 # A straggler: from step 3 on, rank 1 of 2 takes 8x as long for its forward and
 # backward (it sleeps the difference). --straggler-factor 2 names it once its time
-# has been over 2x the median for 3 steps in a row (step 5). The same run without the
-# slow rank names no one at --straggler-factor 4. (8x and 4x, not 4x and 2x: on a
-# 2-core machine running other work beside this one, a rank's steps can take 2-3x
-# their time for a few steps in a row; at 4x the slow rank was named at step 8 once,
-# and at factor 2 an even run named rank 0 once, 2.9x the median.)
+# has been over 2x the median for 3 steps in a row: at step 5. The same run without the
+# slow rank names no one at --straggler-factor 4. These are real times on a shared
+# machine: a step slowed by other work just before the injection (or the fast rank
+# slowed during it) moves the naming by a step, so step 4 to 6 passes here;
+# tests/test_straggler.c pins the rule itself (the step, once per episode, the bar,
+# the lower median) on made-up times. (8x and 4x, not 4x and 2x: on a 2-core machine
+# running other work beside this one, a rank's steps can take 2-3x their time for a
+# few steps in a row; at 4x the slow rank was named at step 8 once, and at factor 2
+# an even run named rank 0 once, 2.9x the median.)
 s7_straggler() {
     # A model whose step takes milliseconds, so that scheduling noise is small beside it.
-    local d="$S7_DIR/straggler" bad=0 m="--layers 2 --width 128 --heads 4 --seq 64 --vocab 64 --lr 1e-3 --log-every 100 --warmup 0 --steps 10 --peak-tflops 1"
+    local d="$S7_DIR/straggler" bad=0 m="--layers 2 --width 128 --heads 4 --seq 64 --vocab 64 --lr 1e-3 --log-every 100 --warmup 0 --steps 8 --peak-tflops 1"
     rm -rf "$d" && mkdir -p "$d"
     # shellcheck disable=SC2086
     "$BUILD/ddp_train" --np 2 --batch 2 $m --straggler-factor 2 \
@@ -139,13 +143,13 @@ s7_straggler() {
     # shellcheck disable=SC2086
     "$BUILD/ddp_train" --np 2 --batch 2 $m --straggler-factor 4 >"$d/even.log" 2>&1
     local named n_named n_even
-    named=$(grep -h -m1 -o 'step 5: straggler: rank 1 took [0-9.]* ms.*in a row' "$d/slow.log")
+    named=$(grep -h -m1 -o 'step [456]: straggler: rank 1 took [0-9.]* ms.*in a row' "$d/slow.log")
     n_named=$(grep -c 'straggler:' "$d/slow.log")
     n_even=$(grep -c 'straggler:' "$d/even.log")
     if [ -n "$named" ] && [ "$n_named" -eq 1 ]; then
         echo "PASS s7.straggler.named  $named"
     else
-        echo "FAIL s7.straggler.named  want rank 1 named once, at step 5; got $n_named: $(grep -h -m1 'straggler' "$d/slow.log")"
+        echo "FAIL s7.straggler.named  want rank 1 named once, at step 5 (4 to 6 on a busy machine); got $n_named: $(grep -h -m1 'straggler' "$d/slow.log")"
         bad=1
     fi
     if [ "$n_even" -eq 0 ] && grep -q '^RESULT' "$d/even.log"; then
@@ -157,3 +161,4 @@ s7_straggler() {
     return $bad
 }
 run ft-straggler s7_straggler
+run ft-straggler-rule "$BUILD/tests/test_straggler"

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "checkpoint.h"
 #include "harness.h"
 #include "mutate.h"
@@ -61,12 +62,12 @@ static void scene_build(Scene *s) {
     static const StateKind kinds[2][3] = {{ST_PARAMS, ST_EXP_AVG, ST_EXP_AVG_SQ}, {ST_PARAMS, ST_MASTER}};
     static const int nk[2] = {3, 2};
     JsonBuf files = {0}, man = {0};
-    s->want = calloc(4096, sizeof *s->want);
+    s->want = xcalloc(4096, sizeof *s->want);
     for (int r = 0; r < 2; r++) {
         CkptBox *bx;
         int nb = ckpt_boxes(&s->g, lo[r], hi[r], &bx), n = nb * nk[r];
-        CkptBox *all = malloc(sizeof *all * (size_t)n);
-        StateKind *k = malloc(sizeof *k * (size_t)n);
+        CkptBox *all = xmalloc(sizeof *all * (size_t)n);
+        StateKind *k = xmalloc(sizeof *k * (size_t)n);
         if (!s->want || !all || !k || s->n_pieces + n > 4096) exit(1);
         for (int i = 0; i < n; i++) {
             all[i] = bx[i % nb];
@@ -96,7 +97,7 @@ static void scene_build(Scene *s) {
 
 // manifest_parse of exactly len bytes, from their own allocation (no NUL after).
 static int parse_exact(const void *text, size_t len, CkptManifest *m, char *err, size_t errn) {
-    char *buf = malloc(len ? len : 1);
+    char *buf = xmalloc(len ? len : 1);
     if (!buf) exit(1);
     memcpy(buf, text, len);
     int rc = manifest_parse(buf, len, WHAT, m, err, errn);

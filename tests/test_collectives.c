@@ -86,7 +86,7 @@ static CollKind coll_kind(CollOp op) {
 static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt, Verdict *v) {
     int p = g->size, r = g->rank;
     v->grank = r, v->gsize = p;
-    void *buf = malloc(n * dtype_size(dt) + 4);
+    void *buf = xmalloc(n * dtype_size(dt) + 4);
     CHECK(buf, "out of memory for a %zu-element buffer", n);
     fill(buf, dt, r, n);
     int root = p > 1 ? 1 : 0;  // not always rank 0
@@ -114,8 +114,8 @@ static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt
 
 // All-reduce of random fp32 against the serial sum in double; 1 if out of tolerance.
 static int64_t check_random(Comm *c, Group *g, Algo a, size_t n) {
-    float *buf = malloc(n * sizeof(float) + 4);
-    double *want = calloc(n + 1, sizeof(double));
+    float *buf = xmalloc(n * sizeof(float) + 4);
+    double *want = xcalloc(n + 1, sizeof(double));
     CHECK(buf && want, "out of memory");
     for (int q = 0; q < g->size; q++) {
         Rng rng;
@@ -225,7 +225,7 @@ int main(int argc, char **argv) {
     transport_parse(transport, &cc.transport);
     shm_stores_parse(stores, &cc.shm_stores);
     Comm *c = comm_launch(&cc);
-    Group *world = (Group *)comm_world(c);
+    Group *world = comm_world(c);
     int p = comm_size(c), r = comm_rank(c);
 
     if (r == stall_rank) {  // a hung rank: alive, silent

@@ -56,7 +56,7 @@ static int left_of(const Comm *c) { return (comm_rank(c) + comm_size(c) - 1) % c
 // Everybody sends `bytes` to the right and receives from the left at once.
 static void check_ring(Comm *c, Verdicts *vs, size_t bytes) {
     const Group *w = comm_world(c);
-    unsigned char *out = malloc(bytes + 1), *in = malloc(bytes + 1);
+    unsigned char *out = xmalloc(bytes + 1), *in = xmalloc(bytes + 1);
     CHECK(out && in, "out of memory");
     for (size_t i = 0; i < bytes; i++) out[i] = pattern(comm_rank(c), bytes, i);
     memset(in, 0xEE, bytes + 1);
@@ -87,8 +87,8 @@ static void check_queued(Comm *c, Verdicts *vs) {
     unsigned char *out[K], *in[K];
     CommRequest *recv[K], *rest[K + 1];
     for (int k = 0; k < K; k++) {
-        out[k] = malloc(sizes[k]);
-        in[k] = calloc(1, sizes[k]);
+        out[k] = xmalloc(sizes[k]);
+        in[k] = xcalloc(1, sizes[k]);
         CHECK(out[k] && in[k], "out of memory");
         for (size_t i = 0; i < sizes[k]; i++) out[k][i] = pattern(comm_rank(c), sizes[k], i);
         rest[k] = comm_isend(c, w, right_of(c), out[k], sizes[k]);
@@ -109,9 +109,9 @@ static void check_queued(Comm *c, Verdicts *vs) {
 
 // A reducing receive inside a collective: dst += what the left neighbour sent.
 static void check_sum(Comm *c, Verdicts *vs, DType dt, size_t n) {
-    Group *w = (Group *)comm_world(c);
+    Group *w = comm_world(c);
     size_t es = dtype_size(dt);
-    unsigned char *src = malloc(n * es), *dst = malloc(n * es), *want = malloc(n * es);
+    unsigned char *src = xmalloc(n * es), *dst = xmalloc(n * es), *want = xmalloc(n * es);
     CHECK(src && dst && want, "out of memory");
     int me = comm_rank(c), left = left_of(c);
     for (size_t i = 0; i < n; i++) {
@@ -199,10 +199,10 @@ static void check_group(Comm *c, Verdicts *vs, Group *g, const int want[2]) {
 
 // Rank 0 sends 4096 + extra bytes; rank 1 expects 4096. Must die, not hang.
 static int run_mismatch(Comm *c, int extra) {
-    Group *w = (Group *)comm_world(c);
+    Group *w = comm_world(c);
     CHECK(comm_size(c) >= 2, "--mismatch needs at least 2 ranks");
     size_t want = 4096, sent = (size_t)(4096 + extra);
-    unsigned char *buf = calloc(1, want > sent ? want : sent);
+    unsigned char *buf = xcalloc(1, want > sent ? want : sent);
     CHECK(buf, "out of memory");
     comm_coll_begin(c, w, COLL_ALLREDUCE, want / 4, DT_F32);
     if (comm_rank(c) == 0) comm_send(c, w, 1, buf, sent);
@@ -266,7 +266,7 @@ int main(int argc, char **argv) {
     if (me != 0) {
         comm_send(c, w, 0, &vs, sizeof vs);
     } else {
-        Verdicts *all = malloc(sizeof *all * (size_t)n);
+        Verdicts *all = xmalloc(sizeof *all * (size_t)n);
         CHECK(all, "out of memory");
         all[0] = vs;
         for (int r = 1; r < n; r++) comm_recv(c, w, r, &all[r], sizeof all[r]);

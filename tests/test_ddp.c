@@ -53,7 +53,7 @@ typedef struct {
 static float *host_params(Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
     GPT g;
     gpt_init(&g, ctx, cfg, seed);
-    float *p = malloc(g.n_params * sizeof(float));
+    float *p = xmalloc(g.n_params * sizeof(float));
     CHECK(p, "out of memory");
     memcpy(p, g.params, g.n_params * sizeof(float));
     gpt_free(&g);
@@ -117,7 +117,7 @@ static Verdict check_broadcast(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *c
 static void forward_backward(GPT *g, int rank, int world, int B, int T) {
     DataLoader dl;
     data_open_synthetic(&dl, g->cfg.vocab, (size_t)1 << 16, SEED, B, T, rank, world);
-    int *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
+    int *in = xmalloc(sizeof(int) * B * T), *tg = xmalloc(sizeof(int) * B * T);
     CHECK(in && tg, "out of memory");
     data_next(&dl, in, tg);
     gpt_zero_grad(g);
@@ -137,7 +137,7 @@ static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfi
     gpt_alloc_acts(&g, B, T);
     forward_backward(&g, r, p, B, T);  // this rank's B rows
     size_t n = g.n_params;
-    float *local = malloc(n * sizeof(float));
+    float *local = xmalloc(n * sizeof(float));
     CHECK(local, "out of memory");
     memcpy(local, g.grads, n * sizeof(float));
     DDP d = {0};
@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
                 "Checks DDP's weight broadcast and gradient mean against one process.");
     CommConfig cc = {.np = np, .timeout_s = timeout};
     Comm *c = comm_launch(&cc);
-    Group *world = (Group *)comm_world(c);
+    Group *world = comm_world(c);
     int p = comm_size(c), r = comm_rank(c);
     Group sub, *grp = strided ? strided_group(c, &sub) : world;  // what DDP runs over
     Ctx ctx;

@@ -48,12 +48,6 @@ static const Dims dims[] = {
 
 // ---------------------------------------------------------------- buffers
 
-void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    CHECK(p, "out of host memory (%zu bytes)", bytes);
-    return p;
-}
-
 void buf_upload(Env *e, Buf *b) {
     for (int dev = 0; dev < 2; dev++) {
         Ctx *x = ctx_of(e, dev);

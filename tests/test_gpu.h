@@ -34,8 +34,6 @@ typedef struct { const char *name; int B, T, C, NH, V; } Dims;
 
 // ---------------------------------------------------------------- buffers
 
-void *xmalloc(size_t bytes);
-
 // One tensor three times: the host values as drawn, and a copy on each backend.
 typedef struct { size_t bytes; void *host, *c, *g; } Buf;
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "json_check.h"
 #include "rng.h"
 
@@ -256,7 +257,7 @@ static void test_malformed(TestState *ts) {
 
     // Depth: 64 nested containers parse, 65 do not, and a million are refused at 65.
     enum { DEEP = 1000000 };
-    char *deep = malloc(2 * DEEP + 8);
+    char *deep = xmalloc(2 * DEEP + 8);
     for (int levels = 64; levels <= 65; levels++) {
         memset(deep, '[', (size_t)levels);
         memset(deep + levels, ']', (size_t)levels);

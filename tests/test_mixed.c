@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "ctx.h"
 #include "harness.h"
 #include "model.h"
@@ -56,9 +57,9 @@ static void fill(float *x, size_t n, uint64_t seed, float std) {
 static void test_matmul(TestState *ts, Ctx *ctx, DType dt, const char *name, double u,
                         double e) {
     const Ops *o = ctx->ops;
-    float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * OC * C);
-    float *xr = malloc(sizeof(float) * N * C), *wr = malloc(sizeof(float) * OC * C);
-    float *ref = malloc(sizeof(float) * N * OC), *out = malloc(sizeof(float) * N * OC);
+    float *x = xmalloc(sizeof(float) * N * C), *w = xmalloc(sizeof(float) * OC * C);
+    float *xr = xmalloc(sizeof(float) * N * C), *wr = xmalloc(sizeof(float) * OC * C);
+    float *ref = xmalloc(sizeof(float) * N * OC), *out = xmalloc(sizeof(float) * N * OC);
     fill(x, (size_t)N * C, 11, 1.0f);
     fill(w, (size_t)OC * C, 12, 0.05f);
     memcpy(xr, x, sizeof(float) * N * C);
@@ -103,11 +104,11 @@ static void test_fp8_linear(TestState *ts, Ctx *ctx) {
     gpt_init(&g, ctx, &cfg, 3);
     gpt_set_precision(&g, PREC_FP8, 1);
     size_t nx = (size_t)N * C, nw = (size_t)OC * C, ny = (size_t)N * OC;
-    float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw);
-    float *dy = malloc(sizeof(float) * ny), *q = malloc(sizeof(float) * (nx + nw + ny));
-    float *out = malloc(sizeof(float) * ny), *want = malloc(sizeof(float) * ny);
-    float *dx = malloc(sizeof(float) * nx), *dw = calloc(nw, sizeof(float));
-    float *wdx = malloc(sizeof(float) * nx), *wdw = calloc(nw, sizeof(float));
+    float *x = xmalloc(sizeof(float) * nx), *w = xmalloc(sizeof(float) * nw);
+    float *dy = xmalloc(sizeof(float) * ny), *q = xmalloc(sizeof(float) * (nx + nw + ny));
+    float *out = xmalloc(sizeof(float) * ny), *want = xmalloc(sizeof(float) * ny);
+    float *dx = xmalloc(sizeof(float) * nx), *dw = xcalloc(nw, sizeof(float));
+    float *wdx = xmalloc(sizeof(float) * nx), *wdw = xcalloc(nw, sizeof(float));
     int fwd_ok = 1, bwd_ok = 1;
     float ax = 0, aw = 0, ag = 0;  // amaxes of the step before
     for (int step = 0; step < 2; step++) {

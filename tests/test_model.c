@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "data.h"
 #include "harness.h"
 #include "model.h"
@@ -29,7 +30,7 @@ static void train(const GPTConfig *c, uint64_t seed, int B, int steps, float *lo
     adamw_init(&opt, &g, &oc, 0, g.n_params);
     DataLoader dl;
     data_open_synthetic(&dl, c->vocab, 1 << 16, seed, B, c->seq_len, 0, 1);
-    int *x = malloc(sizeof(int) * B * c->seq_len), *y = malloc(sizeof(int) * B * c->seq_len);
+    int *x = xmalloc(sizeof(int) * B * c->seq_len), *y = xmalloc(sizeof(int) * B * c->seq_len);
     for (int s = 0; s < steps; s++) {
         data_next(&dl, x, y);
         gpt_zero_grad(&g);
@@ -78,7 +79,7 @@ static void test_counts(TestState *ts) {
     // 6 * 123,689,472 + 12*12*12*64*1024 = 855,383,040 FLOPs per token (PaLM formula,
     // docs/formulas.md §5.2).
     test_report(ts, f == 855383040.0, "flops_per_token.gpt2", "%.0f (want 855383040)", f);
-    ParamSlice *s = calloc(gpt_num_slices(&TINY), sizeof *s);
+    ParamSlice *s = xcalloc(gpt_num_slices(&TINY), sizeof *s);
     gpt_fill_slices(&TINY, s);
     int contiguous = 1;
     for (int i = 1; i < gpt_num_slices(&TINY); i++)
@@ -165,7 +166,7 @@ static void test_composition(TestState *ts) {
     gpt_alloc_acts(&g, B, T);
     DataLoader dl;
     data_open_synthetic(&dl, TINY.vocab, 1 << 14, 3, B, T, 0, 1);
-    int *x = malloc(sizeof(int) * B * T), *y = malloc(sizeof(int) * B * T);
+    int *x = xmalloc(sizeof(int) * B * T), *y = xmalloc(sizeof(int) * B * T);
     data_next(&dl, x, y);
     size_t NP = g.n_params, BTV = (size_t)B * T * TINY.vocab;
 
@@ -173,7 +174,7 @@ static void test_composition(TestState *ts) {
     g.hook = record_hook;
     gpt_zero_grad(&g);
     float loss = gpt_forward(&g, x, y, B, T);
-    float *logits = malloc(BTV * sizeof(float));
+    float *logits = xmalloc(BTV * sizeof(float));
     memcpy(logits, g.acts.logits, BTV * sizeof(float));
     gpt_backward(&g, 1.0f);
     int ok = n_order == L + 2;
@@ -181,7 +182,7 @@ static void test_composition(TestState *ts) {
     test_report(ts, ok, "hooks.order_last_group_first", "%d calls, first %d, last %d", n_order,
                 order[0], order[n_order - 1]);
     g.hook = NULL;
-    float *full = malloc(NP * sizeof(float));
+    float *full = xmalloc(NP * sizeof(float));
     memcpy(full, g.grads, NP * sizeof(float));
 
     // The same forward as a pipeline would run it: embed | layer 0 | layer 1 | head.
@@ -195,8 +196,8 @@ static void test_composition(TestState *ts) {
     // from the top) gives the fused backward's gradients, bit for bit.
     gpt_zero_grad(&g);
     size_t NC = (size_t)B * T * TINY.n_embd;
-    float *dx = malloc(NC * sizeof(float));
-    float *keep = malloc(gpt_keep_floats(&g, 0, 1, B, T) * sizeof(float));
+    float *dx = xmalloc(NC * sizeof(float));
+    float *keep = xmalloc(gpt_keep_floats(&g, 0, 1, B, T) * sizeof(float));
     gpt_head_backward(&g, gpt_layer_output(&g, L - 1), dx, 1.0f, B, T);
     for (int l = L - 1; l >= 0; l--) {
         gpt_blocks_backward_input(&g, gpt_layer_output(&g, l - 1), dx, l, l + 1, B, T, keep);
@@ -236,8 +237,8 @@ static void test_data(TestState *ts) {
     data_open_synthetic(&one, 50, 5000, 9, W * B, T, 0, 1);
     for (int k = 0; k < W; k++) data_open_synthetic(&r[k], 50, 5000, 9, B, T, k, W);
     int ok = 1;
-    int *gx = malloc(sizeof(int) * W * B * T), *gy = malloc(sizeof(int) * W * B * T);
-    int *x = malloc(sizeof(int) * B * T), *y = malloc(sizeof(int) * B * T);
+    int *gx = xmalloc(sizeof(int) * W * B * T), *gy = xmalloc(sizeof(int) * W * B * T);
+    int *x = xmalloc(sizeof(int) * B * T), *y = xmalloc(sizeof(int) * B * T);
     for (int step = 0; step < 4; step++) {
         data_next(&one, gx, gy);
         for (int k = 0; k < W; k++) {
@@ -256,7 +257,7 @@ static void test_data(TestState *ts) {
     data_next(&one, gx, gy);
     DataLoader again;
     data_open_synthetic(&again, 50, 5000, 9, W * B, T, 0, 1);
-    int *x3 = malloc(sizeof(int) * W * B * T), *y3 = malloc(sizeof(int) * W * B * T);
+    int *x3 = xmalloc(sizeof(int) * W * B * T), *y3 = xmalloc(sizeof(int) * W * B * T);
     for (int step = 0; step <= 2; step++) data_next(&again, x3, y3);
     test_report(ts, memcmp(x3, gx, sizeof(int) * W * B * T) == 0, "data.resume_from_step",
                 "step 2 replayed");

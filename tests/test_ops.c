@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "harness.h"
 #include "ops.h"
 #include "rng.h"
@@ -27,11 +28,11 @@ static const Ops *o;
 static Rng rng;
 
 static float *randn(size_t n, float std) {
-    float *x = malloc(n * sizeof(float));
+    float *x = xmalloc(n * sizeof(float));
     rng_fill_normal(&rng, x, n, 0.0f, std);
     return x;
 }
-static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+static float *zeros(size_t n) { return xcalloc(n, sizeof(float)); }
 static double dot(const float *a, const float *b, size_t n) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
@@ -86,7 +87,7 @@ static void test_matmul(TestState *ts) {
     fd_grad(mm_f, &m, m.bias, m.OC, y, r, ny, num);
     check_rel(ts, "matmul.backward.dbias", db, num, m.OC, FD_TOL);
     // += semantics: a second backward doubles every gradient.
-    float *dw2 = malloc(m.OC * m.C * sizeof(float));
+    float *dw2 = xmalloc(m.OC * m.C * sizeof(float));
     memcpy(dw2, dw, m.OC * m.C * sizeof(float));
     o->matmul_backward(&ctx, NULL, dw2, NULL, r, m.inp, m.w, m.N, m.C, m.OC);
     for (int i = 0; i < m.OC * m.C; i++) dw[i] *= 2;
@@ -105,7 +106,7 @@ static void test_embedding(TestState *ts) {
     EMB e = {.B = 3, .T = 5, .C = 6};
     int V = 7;
     e.wte = randn(V * e.C, 1); e.wpe = randn(e.T * e.C, 1);
-    e.tok = malloc(sizeof(int) * e.B * e.T);
+    e.tok = xmalloc(sizeof(int) * e.B * e.T);
     for (int i = 0; i < e.B * e.T; i++) e.tok[i] = (int)rng_below(&rng, 4);  // repeats on purpose
     size_t ny = e.B * e.T * e.C;
     float *y = zeros(ny), *r = randn(ny, 1), *num = zeros(V * e.C);
@@ -240,7 +241,7 @@ static void ce_f(void *s, float *y) {
 static void test_crossentropy(TestState *ts) {
     CE c = {.N = 6, .V = 19};
     c.logits = randn(c.N * c.V, 3);
-    c.tgt = malloc(sizeof(int) * c.N);
+    c.tgt = xmalloc(sizeof(int) * c.N);
     for (int i = 0; i < c.N; i++) c.tgt[i] = (int)rng_below(&rng, c.V);
     float *y = zeros(c.N), *ref = zeros(c.N), *num = zeros(c.N * c.V);
     ce_f(&c, y);
@@ -253,13 +254,13 @@ static void test_crossentropy(TestState *ts) {
     check_rel(ts, "crossentropy.forward", y, ref, c.N, FWD_TOL);
     // The loss is a scalar per row: L = sum_n r_n loss_n; backward with dloss = 1
     // gives dL/dlogits for r = 1, so use r = 1 here.
-    float *ones = malloc(sizeof(float) * c.N), *dl = zeros(c.N * c.V);
+    float *ones = xmalloc(sizeof(float) * c.N), *dl = zeros(c.N * c.V);
     for (int i = 0; i < c.N; i++) ones[i] = 1.0f;
     o->crossentropy_backward(&ctx, dl, c.logits, c.tgt, 1.0f, c.N, c.V);
     fd_grad(ce_f, &c, c.logits, c.N * c.V, y, ones, c.N, num);
     check_rel(ts, "crossentropy.backward", dl, num, c.N * c.V, FD_TOL);
     // in place: dlogits may overwrite the logits
-    float *copy = malloc(sizeof(float) * c.N * c.V);
+    float *copy = xmalloc(sizeof(float) * c.N * c.V);
     memcpy(copy, c.logits, sizeof(float) * c.N * c.V);
     o->crossentropy_backward(&ctx, copy, copy, c.tgt, 1.0f, c.N, c.V);
     check_rel(ts, "crossentropy.backward.in_place", copy, dl, c.N * c.V, 0.0);
@@ -388,7 +389,7 @@ static void split_ce_case(TestState *ts, int N, int V, int t) {
     int Vl = split_width(V, t);
     float dloss = 1.0f / N;
     float *logits = randn((size_t)N * V, 3), *loss_ref = zeros(N), *dl_ref = zeros((size_t)N * V);
-    int *tgt = malloc(sizeof(int) * N);
+    int *tgt = xmalloc(sizeof(int) * N);
     for (int n = 0; n < N; n++) tgt[n] = (int)rng_below(&rng, V);
     o->crossentropy_forward(&ctx, loss_ref, logits, tgt, N, V);
     o->crossentropy_backward(&ctx, dl_ref, logits, tgt, dloss, N, V);

@@ -72,7 +72,7 @@ static PPSchedule *parse_schedule(int p, int m, int v, const char *const *ranks)
     static const struct { const char *s; PPOp op; } ops[] = {
         {"SA", PP_SEND_ACT}, {"RA", PP_RECV_ACT}, {"SG", PP_SEND_GRAD}, {"RG", PP_RECV_GRAD},
         {"Bi", PP_BACKWARD_INPUT}, {"F", PP_FORWARD}, {"B", PP_BACKWARD}, {"W", PP_BACKWARD_WEIGHT}};
-    PPSchedule *S = calloc(1, sizeof *S);
+    PPSchedule *S = xcalloc(1, sizeof *S);
     CHECK(S, "out of memory");
     S->name = "hand-made";
     S->p = p;
@@ -156,7 +156,7 @@ static void test_checker(TestState *ts) {
     sched_free(S);
     // A wait cycle: rank 1 runs both forwards before any backward, while rank 0
     // waits for micro-batch 0's gradient before sending micro-batch 1's activation.
-    S = calloc(1, sizeof *S);
+    S = xcalloc(1, sizeof *S);
     S->name = "hand-made";
     S->p = 2;
     S->m = 2;
@@ -273,10 +273,10 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     GPT g;
     P.strategy.build(&g, &ctx, &cfg, SEED, &oc, &P);
     size_t n = gpt_num_params(&cfg);
-    float *whole = malloc(n * sizeof(float));
+    float *whole = xmalloc(n * sizeof(float));
     size_t rows = (size_t)B * T, all = (size_t)m * dp * rows;
-    int *tok = malloc(sizeof(int) * all), *tgt = malloc(sizeof(int) * all);
-    int *mtok = malloc(sizeof(int) * m * rows), *mtgt = malloc(sizeof(int) * m * rows);
+    int *tok = xmalloc(sizeof(int) * all), *tgt = xmalloc(sizeof(int) * all);
+    int *mtok = xmalloc(sizeof(int) * m * rows), *mtgt = xmalloc(sizeof(int) * m * rows);
     CHECK(whole && tok && tgt && mtok && mtgt, "out of memory");
     Verdict v1 = {0};
     for (int step = 0; step < STEPS; step++) {
@@ -373,7 +373,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     pp_where(S, K - 1, &lr, &lc);
     if (K > 1) {
         size_t bytes = P.model[s == fr ? fc : lc]->slices[0].numel * sizeof(float);  // wte
-        float *theirs = malloc(bytes + 1);
+        float *theirs = xmalloc(bytes + 1);
         if (s == lr) comm_send(c, ppg, fr, P.model[lc]->params, bytes);
         if (s == fr) {
             comm_recv(c, ppg, lr, theirs, bytes);

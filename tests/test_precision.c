@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "dtype.h"
 #include "harness.h"
 #include "ops.h"
@@ -33,9 +34,9 @@ static void test_round_to(TestState *ts, Rng *rng) {
     // 4M values: raw bit patterns (every exponent, NaNs, infs, subnormals), values
     // near 1 at every scale fp16 and fp8 cover, and the specials.
     size_t n = (size_t)1 << 22;
-    float *src = malloc(n * 4), *x = malloc(n * 4), *want = malloc(n * 4);
-    uint32_t *h = malloc(n * 4);  // the low-precision copy: 4 bytes hold any dt
-    uint16_t *pk = malloc(n * 2);
+    float *src = xmalloc(n * 4), *x = xmalloc(n * 4), *want = xmalloc(n * 4);
+    uint32_t *h = xmalloc(n * 4);  // the low-precision copy: 4 bytes hold any dt
+    uint16_t *pk = xmalloc(n * 2);
     const uint32_t specials[] = {0, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
                                  0xffffffffu, 0x7f7fffffu, 0x00000001u, 0x477ff000u, 0x43e80000u};
     for (size_t i = 0; i < n; i++) {
@@ -222,7 +223,7 @@ static void test_sround_op(TestState *ts) {
     // The op: element i takes sround_bits(seed, offset + i), so two calls on the two
     // halves (offsets 0 and n/2) are the one call, and a rerun is the same bits.
     size_t n = 100003;
-    float *a = malloc(n * 4), *b = malloc(n * 4), *c = malloc(n * 4);
+    float *a = xmalloc(n * 4), *b = xmalloc(n * 4), *c = xmalloc(n * 4);
     for (size_t i = 0; i < n; i++) a[i] = 1.0f + (float)i * 0x1p-20f;
     memcpy(b, a, n * 4);
     memcpy(c, a, n * 4);
@@ -268,7 +269,7 @@ static void test_sround_unbiased(TestState *ts) {
     const float xs[] = {1.0f + 0x1p-12f, 1.0f + 0.3f * 0x1p-7f, -0.1f, 1e-40f,
                         2.0f - 0.3f * 0x1p-7f, 2.0f + 0.6f * 0x1p-6f, 3.0e38f, 7.7e-30f};
     const size_t K = 1 << 16;
-    float *v = malloc(K * 4);
+    float *v = xmalloc(K * 4);
     int bad = 0;
     double worst = 0;
     for (size_t k = 0; k < sizeof xs / sizeof xs[0]; k++) {

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "../01_memory_wall/memory_model.h"
 #include "ctx.h"
 #include "harness.h"
@@ -104,7 +105,7 @@ static Run run_as(GPTRecipe recipe, int fp32_slots, GPTRecompute rc, int every, 
             gpt_backward(&g, 1.0f);
             if (s == 0) out.reruns = attention_calls - before;
         } else {  // stage 05's zero-bubble split: input gradients first, weights after
-            float *keep = calloc(gpt_keep_floats(&g, 0, L, B, T), sizeof(float));
+            float *keep = xcalloc(gpt_keep_floats(&g, 0, L, B, T), sizeof(float));
             gpt_head_backward(&g, gpt_layer_output(&g, L - 1), g.dres, 1.0f, B, T);
             gpt_blocks_backward_input(&g, g.acts.encoded, g.dres, 0, L, B, T, keep);
             gpt_embed_backward(&g, g.dres, B, T);
@@ -113,12 +114,12 @@ static Run run_as(GPTRecipe recipe, int fp32_slots, GPTRecompute rc, int every, 
         }
         if (s == 0) {
             out.loss = loss;
-            out.grads = malloc(g.n_params * sizeof(float));
+            out.grads = xmalloc(g.n_params * sizeof(float));
             memcpy(out.grads, g.grads, g.n_params * sizeof(float));
         }
         adamw_step(&opt, &g, grad_global_norm(&g));
     }
-    out.params = malloc(g.n_params * sizeof(float));
+    out.params = xmalloc(g.n_params * sizeof(float));
     memcpy(out.params, g.params, g.n_params * sizeof(float));
     adamw_free(&opt, &g);
     gpt_free(&g);

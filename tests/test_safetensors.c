@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "harness.h"
 #include "safetensors.h"
 
@@ -167,8 +168,7 @@ static void test_corrupt(TestState *ts) {
 
     // Too short for the length field.
     FILE *f = fopen(path, "wb");
-    fwrite("abcde", 1, 5, f);
-    fclose(f);
+    CHECK(f && fwrite("abcde", 1, 5, f) == 5 && fclose(f) == 0, "cannot write %s", path);
     expect_reject(ts, "st_rejects_too_short", path, "too short");
 
     write_raw(path, "{}", 1224, 9999999);

@@ -207,11 +207,11 @@ static void pattern(Blocks *b, int k, size_t count, int p) {
 
 static long check_v(Comm *c, Group *g, int rs, const Blocks *b, Algo a, AsyncComm *ac) {
     int p = g->size, r = g->rank;
-    float *buf = malloc(b->count * sizeof(float) + 4);
+    float *buf = xmalloc(b->count * sizeof(float) + 4);
     CHECK(buf, "out of memory");
     for (size_t i = 0; i < b->count; i++) buf[i] = value(r, i);
     if (ac) {  // through the progress thread, two at once
-        float *twin = malloc(b->count * sizeof(float) + 4);
+        float *twin = xmalloc(b->count * sizeof(float) + 4);
         CHECK(twin, "out of memory");
         memcpy(twin, buf, b->count * sizeof(float));
         CollTask *t1 = rs ? reduce_scatter_start(ac, g, buf, b, DT_F32, a, "rs")
@@ -313,9 +313,9 @@ static void test_async(Comm *c, Group *g, TestState *ts) {
 static void misuse(void *arg) {
     Comm *c = arg;
     AsyncComm *ac = async_comm_new(c, NULL, 1);
-    async_barrier(ac, (Group *)comm_world(c));  // the thread now surely owns the Comm
+    async_barrier(ac, comm_world(c));  // the thread now surely owns the Comm
     float x = 1;
-    allreduce(c, (Group *)comm_world(c), &x, 1, DT_F32, ALGO_RING);  // from the wrong thread
+    allreduce(c, comm_world(c), &x, 1, DT_F32, ALGO_RING);  // from the wrong thread
 }
 
 int main(int argc, char **argv) {
@@ -330,7 +330,7 @@ int main(int argc, char **argv) {
                 "non-blocking collectives.");
     CommConfig cc = {.np = np, .timeout_s = timeout};
     Comm *c = comm_launch(&cc);
-    Group *world = (Group *)comm_world(c);
+    Group *world = comm_world(c);
     TestState ts = {0};
     if (world->rank == 0) {
         test_plan(&ts, world->size);

@@ -69,11 +69,6 @@ static const char *where(const GPT *whole, size_t at, char *buf, size_t n) {
                   (at - s->offset) % (size_t)s->cols);
     return buf;
 }
-static void *xmalloc(size_t bytes) {
-    void *p = calloc(1, bytes + 1);
-    CHECK(p, "out of memory");
-    return p;
-}
 
 // ---------------------------------------------------------------- the layers
 
@@ -134,22 +129,22 @@ static unsigned long long total_sent(const Comm *c) {
 static Verdict check_linear(Fixture *f, int column, int C, int OC) {
     const Ops *o = f->ctx.ops;
     int N = f->N, t = f->t, r = f->r, Cl = column ? C : C / t, OCl = column ? OC / t : OC;
-    float *x = xmalloc(sizeof(float) * N * C), *w = xmalloc(sizeof(float) * OC * C);
-    float *b = xmalloc(sizeof(float) * OC), *dout = xmalloc(sizeof(float) * N * OC);
+    float *x = xcalloc(1, sizeof(float) * N * C), *w = xcalloc(1, sizeof(float) * OC * C);
+    float *b = xcalloc(1, sizeof(float) * OC), *dout = xcalloc(1, sizeof(float) * N * OC);
     fill(x, (size_t)N * C, 11, 1.0f); fill(w, (size_t)OC * C, 12, 0.1f);
     fill(b, OC, 13, 0.1f); fill(dout, (size_t)N * OC, 14, 1.0f);
     // The serial layer.
-    float *out = xmalloc(sizeof(float) * N * OC), *dx = xmalloc(sizeof(float) * N * C);
-    float *dw = xmalloc(sizeof(float) * OC * C), *db = xmalloc(sizeof(float) * OC);
+    float *out = xcalloc(1, sizeof(float) * N * OC), *dx = xcalloc(1, sizeof(float) * N * C);
+    float *dw = xcalloc(1, sizeof(float) * OC * C), *db = xcalloc(1, sizeof(float) * OC);
     // The weight gradients hold an earlier micro-batch's: the layers add to them.
     fill(dw, (size_t)OC * C, 15, 1.0f); fill(db, OC, 16, 1.0f);
-    float *dw0 = xmalloc(sizeof(float) * OC * C), *db0 = xmalloc(sizeof(float) * OC);
+    float *dw0 = xcalloc(1, sizeof(float) * OC * C), *db0 = xcalloc(1, sizeof(float) * OC);
     memcpy(dw0, dw, sizeof(float) * OC * C); memcpy(db0, db, sizeof(float) * OC);
     o->matmul_forward(&f->ctx, out, x, w, b, N, C, OC);
     o->matmul_backward(&f->ctx, dx, dw, db, dout, x, w, N, C, OC);
     // This rank's pieces.
-    float *wp = xmalloc(sizeof(float) * OCl * Cl), *bp = xmalloc(sizeof(float) * OCl);
-    float *xin = xmalloc(sizeof(float) * N * Cl), *dop = xmalloc(sizeof(float) * N * OCl);
+    float *wp = xcalloc(1, sizeof(float) * OCl * Cl), *bp = xcalloc(1, sizeof(float) * OCl);
+    float *xin = xcalloc(1, sizeof(float) * N * Cl), *dop = xcalloc(1, sizeof(float) * N * OCl);
     for (int i = 0; i < OCl; i++)
         for (int j = 0; j < Cl; j++)
             wp[(size_t)i * Cl + j] = column ? w[(size_t)(r * OCl + i) * C + j]
@@ -165,8 +160,8 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
     // and dinp every row (its features), out and dout stream rows.
     const float *in_here = column ? stream(f, xin, C) : xin;
     const float *dout_here = column ? dop : stream(f, dop, OC);
-    float *got = xmalloc(sizeof(float) * N * OCl), *gdx = xmalloc(sizeof(float) * N * Cl);
-    float *gdw = xmalloc(sizeof(float) * OCl * Cl), *gdb = xmalloc(sizeof(float) * OCl);
+    float *got = xcalloc(1, sizeof(float) * N * OCl), *gdx = xcalloc(1, sizeof(float) * N * Cl);
+    float *gdw = xcalloc(1, sizeof(float) * OCl * Cl), *gdb = xcalloc(1, sizeof(float) * OCl);
     for (int i = 0; i < OCl; i++) {  // this rank's pieces of the earlier gradients
         gdb[i] = db0[column ? r * OCl + i : i];
         for (int j = 0; j < Cl; j++)
@@ -192,8 +187,8 @@ static Verdict check_linear(Fixture *f, int column, int C, int OC) {
     int units = column && f->sp ? 3 : 2;
     Verdict v = {0};
     // The serial results, cut the same way.
-    float *want_out = xmalloc(sizeof(float) * N * OCl), *want_dx = xmalloc(sizeof(float) * N * Cl);
-    float *want_dw = xmalloc(sizeof(float) * OCl * Cl), *want_db = xmalloc(sizeof(float) * OCl);
+    float *want_out = xcalloc(1, sizeof(float) * N * OCl), *want_dx = xcalloc(1, sizeof(float) * N * Cl);
+    float *want_dw = xcalloc(1, sizeof(float) * OCl * Cl), *want_db = xcalloc(1, sizeof(float) * OCl);
     int out_rows = column ? N : rows, dx_rows = column ? rows : N;
     int out_row0 = column ? 0 : (f->sp ? r * rows : 0), dx_row0 = column ? (f->sp ? r * rows : 0) : 0;
     for (int n = 0; n < out_rows; n++)
@@ -242,19 +237,19 @@ static Verdict check_attention(Fixture *f) {
     GPTConfig cfg = test_config();
     int N = f->N, C = cfg.n_embd, NH = cfg.n_head, t = f->t, Cl = C / t;
     const ParamSlice *s = gpt_find_slice(&f->g, "h.0.attn.c_attn.weight");
-    float *whole = xmalloc(sizeof(float) * 3 * C * C), *piece = xmalloc(sizeof(float) * s->numel);
+    float *whole = xcalloc(1, sizeof(float) * 3 * C * C), *piece = xcalloc(1, sizeof(float) * s->numel);
     fill(whole, (size_t)3 * C * C, 21, 0.3f);
     gpt_slice_copy(s, f->r, whole, piece, 1);
-    float *x = xmalloc(sizeof(float) * N * C);
+    float *x = xcalloc(1, sizeof(float) * N * C);
     fill(x, (size_t)N * C, 22, 1.0f);
-    float *qkv = xmalloc(sizeof(float) * N * 3 * C), *y = xmalloc(sizeof(float) * N * C);
-    float *att = xmalloc(sizeof(float) * f->B * NH * f->T * f->T);
+    float *qkv = xcalloc(1, sizeof(float) * N * 3 * C), *y = xcalloc(1, sizeof(float) * N * C);
+    float *att = xcalloc(1, sizeof(float) * f->B * NH * f->T * f->T);
     o->matmul_forward(&f->ctx, qkv, x, whole, NULL, N, C, 3 * C);
     o->attention_forward(&f->ctx, y, att, qkv, f->B, f->T, C, NH, DT_F32);
-    float *lq = xmalloc(sizeof(float) * N * 3 * Cl), *ly = xmalloc(sizeof(float) * N * Cl);
+    float *lq = xcalloc(1, sizeof(float) * N * 3 * Cl), *ly = xcalloc(1, sizeof(float) * N * Cl);
     o->matmul_forward(&f->ctx, lq, x, piece, NULL, N, C, 3 * Cl);
     o->attention_forward(&f->ctx, ly, att, lq, f->B, f->T, Cl, NH / t, DT_F32);
-    float *want = xmalloc(sizeof(float) * N * Cl);
+    float *want = xcalloc(1, sizeof(float) * N * Cl);
     for (int n = 0; n < N; n++)
         for (int j = 0; j < Cl; j++) want[(size_t)n * Cl + j] = y[(size_t)n * C + f->r * Cl + j];
     Verdict v = {.err = rel_error(ly, want, (size_t)N * Cl)};
@@ -271,8 +266,8 @@ static Verdict check_ce(Fixture *f) {
     GPT *g = &f->g;
     int N = f->N, V = g->cfg.vocab, lo, valid;
     int Vl = tp_vocab_range(g, &lo, &valid);
-    float *logits = xmalloc(sizeof(float) * N * V), *dl = xmalloc(sizeof(float) * N * V);
-    float *losses = xmalloc(sizeof(float) * N);
+    float *logits = xcalloc(1, sizeof(float) * N * V), *dl = xcalloc(1, sizeof(float) * N * V);
+    float *losses = xcalloc(1, sizeof(float) * N);
     fill(logits, (size_t)N * V, 31, 3.0f);
     // A confident row: one logit of 1000 (exp(89) already overflows fp32), in rank
     // n mod t's block of the vocabulary for row n: a shift by anything below the
@@ -286,14 +281,14 @@ static Verdict check_ce(Fixture *f) {
         if (col < V) logits[(size_t)n * V + col] = 1000.0f;
     }
     for (int j = 0; j < V; j++) logits[(size_t)1 * V + j] += 200.0f;
-    int *targets = xmalloc(sizeof(int) * N);
+    int *targets = xcalloc(1, sizeof(int) * N);
     Rng rng;
     rng_seed(&rng, 32);
     for (int n = 0; n < N; n++) targets[n] = (int)rng_below(&rng, (uint32_t)V);
     targets[0] = V - 1;  // the last id: in the padded block
     o->crossentropy_forward(&f->ctx, losses, logits, targets, N, V);
     o->crossentropy_backward(&f->ctx, dl, logits, targets, 1.0f / N, N, V);
-    float *mine = xmalloc(sizeof(float) * N * Vl), *glosses = xmalloc(sizeof(float) * N);
+    float *mine = xcalloc(1, sizeof(float) * N * Vl), *glosses = xcalloc(1, sizeof(float) * N);
     for (int n = 0; n < N; n++)
         for (int j = 0; j < Vl; j++)
             mine[(size_t)n * Vl + j] = j < valid ? logits[(size_t)n * V + lo + j] : 1e3f;
@@ -325,7 +320,7 @@ typedef struct { int *tokens, *targets; } Batch;
 
 // Step s's global batch of dp*B rows; data-parallel rank d trains on rows d*B...
 static Batch make_batch(int rows, int T, int V, int step) {
-    Batch b = {xmalloc(sizeof(int) * rows * T), xmalloc(sizeof(int) * rows * T)};
+    Batch b = {xcalloc(1, sizeof(int) * rows * T), xcalloc(1, sizeof(int) * rows * T)};
     Rng r;
     rng_seed(&r, 1000 + (uint64_t)step);
     for (int i = 0; i < rows * T; i++) {
@@ -377,7 +372,7 @@ static void run_model_checks(TestState *ts, Comm *c, Group *tpg, Group *dpg, int
     AdamW opt;
     adamw_init(&opt, g, &oc, 0, g->n_params);
     size_t P = gpt_num_params(&cfg);
-    float *whole = xmalloc(sizeof(float) * P), *want = xmalloc(sizeof(float) * P);
+    float *whole = xcalloc(1, sizeof(float) * P), *want = xcalloc(1, sizeof(float) * P);
 
     // tp.memory: the ledger against the calculator.
     ModelSpec m = {.arch = ARCH_GPT, .layers = L, .hidden = C, .heads = cfg.n_head,
@@ -453,7 +448,7 @@ static void run_model_checks(TestState *ts, Comm *c, Group *tpg, Group *dpg, int
     // members send theirs to member 0, which compares.
     size_t nrep = 0;
     for (int i = 0; i < g->n_slices; i++) nrep += g->slices[i].split == SPLIT_NONE ? g->slices[i].numel : 0;
-    float *rep = xmalloc(sizeof(float) * nrep), *other = xmalloc(sizeof(float) * nrep);
+    float *rep = xcalloc(1, sizeof(float) * nrep), *other = xcalloc(1, sizeof(float) * nrep);
     size_t k = 0;
     for (int i = 0; i < g->n_slices; i++)
         if (g->slices[i].split == SPLIT_NONE) {
@@ -504,7 +499,7 @@ int main(int argc, char **argv) {
     comm_mesh(c, comm_size(c) / tp, tp, 1, &dpg, &tpg, &ppg);
     TestState ts = {0};
     char tag[48], name[96];
-    snprintf(tag, sizeof tag, "t%d%s%s", tp, sp ? ".sp" : "", dpg.size > 1 ? "" : "");
+    snprintf(tag, sizeof tag, "t%d%s", tp, sp ? ".sp" : "");
     if (dpg.size > 1) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), ".dp%d", dpg.size);
     const char *checks[] = {"init", "column", "row", "attention", "ce", "memory", "logits",
                             "bytes", "grads", "train", "replicated"};
@@ -523,7 +518,7 @@ int main(int argc, char **argv) {
         GPT ref;
         gpt_init(&ref, &rctx, &cfg, SEED);
         size_t P = gpt_num_params(&cfg);
-        float *whole = xmalloc(sizeof(float) * P), *piece = xmalloc(sizeof(float) * P);
+        float *whole = xcalloc(1, sizeof(float) * P), *piece = xcalloc(1, sizeof(float) * P);
         Verdict v = {0};
         for (int i = 0; i < f.g.n_slices; i++) {
             const ParamSlice *s = &f.g.slices[i];
