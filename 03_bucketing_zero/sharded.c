@@ -96,13 +96,29 @@ static void compute_span_begin(Sharded *s, const char *what, int group) {
     s->span_t0 = now_seconds();
 }
 
+// After use `at`: is the next unit the model will need (the first later use of a
+// unit other than this one's) on its way? fsdp_on_use's prefetch must have started it;
+// one that looked only at the next use would start a unit of several groups late.
+static void prefetch_audit(Sharded *s, int at) {
+    int u = s->use_seq[at];
+    for (int j = at + 1; j < s->n_use; j++) {
+        int w = s->use_seq[j];
+        if (w < 0 || w == u) continue;
+        if (s->unit_state[w] == UNIT_FREE) s->prefetch_late++;
+        return;
+    }
+}
+
 static void on_use(GPT *g, int group, int need, void *arg) {
     (void)g;
     Sharded *s = arg;
     compute_span_end(s);
     int at = s->use_at++;
     if (need & GPT_NEED_GRADS) grads_need(s, group);
-    if (s->pshard) fsdp_on_use(s, group, need, at);  // stage 3: the weights too
+    if (s->pshard) {  // stage 3: the weights too
+        fsdp_on_use(s, group, need, at);
+        if (s->cfg.prefetch) prefetch_audit(s, at);
+    }
     compute_span_begin(s, need & GPT_NEED_GRADS ? "backward" : "forward", group);
 }
 

@@ -139,6 +139,10 @@ typedef struct Sharded {
     int *use_op;           // the first call of the op each call belongs to (the LM head
                            // announces two groups before it computes)
     int n_use, use_at, fwd_uses;
+    // With prefetch: the uses after which the next unit the model will need (another
+    // than this use's) was still FREE, its gather not started (sharded.c counts them
+    // after fsdp_on_use; the test wants 0).
+    long prefetch_late;
     PoolBuf *pool;         // as many as the working set's peak needs (grown on demand)
     int n_pool, cap_pool;
     // Bytes this rank sent in the last step (all collectives).

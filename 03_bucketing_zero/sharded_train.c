@@ -153,9 +153,12 @@ int main(int argc, char **argv) {
     train_run(&a, &ctx, &h);
 
     unsigned long long sent = s->step_bytes;
+    long late = s->prefetch_late;
+    int audited = s->cfg.kind >= SH_ZERO3 && s->cfg.prefetch;  // stage 3, prefetching
     sharded_free(s);  // the progress thread stops: the Comm is the main thread's again
     ledger_print_mem_line(&ctx.ledger, stdout, ctx.rank, "");
     printf("BYTES rank=%d sent_per_step=%llu\n", ctx.rank, sent);
+    if (audited) printf("PREFETCH rank=%d late=%ld\n", ctx.rank, late);
     fflush(stdout);
     if (trace) {
         double comm_s, hidden_s;

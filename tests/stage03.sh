@@ -39,6 +39,7 @@ s3_case() {  # s3_case VARIANT TOL N ACCUM ALGO STRATEGY [FLAGS...]
     echo "PLAN $name"
     [ "${MEMORY:-0}" = 1 ] && echo "PLAN sharded.memory.$strategy.np$n"
     [ "${BYTES:-0}" = 1 ] && echo "PLAN sharded.bytes.$strategy${variant:+.$variant}.np$n"
+    [ "${PREFETCH:-0}" = 1 ] && echo "PLAN sharded.prefetch.$strategy.$variant.np$n"
     local ref; ref=$(s3_reference "$n" "$accum")
     f="$S3_DIR/$name"
     local cmd=("$BUILD/sharded_train" --np "$n" --strategy "$strategy" --algo "$algo" "${model[@]}"
@@ -77,9 +78,21 @@ s3_case() {  # s3_case VARIANT TOL N ACCUM ALGO STRATEGY [FLAGS...]
         "$PY" tests/sharded_check.py bytes "$f.log" "sharded.bytes.$strategy${variant:+.$variant}.np$n" \
             "$strategy" "$n" "$k" "$shard" 2 49 97 12 $reshard
     fi
+    # Prefetch's order (sharded.c counts, after every use, whether the next unit the
+    # model will need is already travelling): with units of several groups, a prefetch
+    # that looked at the next use only starts it a group late, the same peak memory
+    # and the same weights.
+    if [ "${PREFETCH:-0}" = 1 ]; then
+        local late; late=$(sed -n 's/^PREFETCH rank=[0-9]* late=//p' "$f.log" | sort -u | tr '\n' ' ')
+        if [ "$(grep -c '^PREFETCH' "$f.log")" -eq "$n" ] && [ "$late" = "0 " ]; then
+            echo "PASS sharded.prefetch.$strategy.$variant.np$n  after every use the next unit was already being gathered (units of $k groups)"
+        else
+            echo "FAIL sharded.prefetch.$strategy.$variant.np$n  uses after which the next unit the model needs was still FREE: ${late:-no PREFETCH lines} (want 0 on every rank): prefetch the first later use whose unit is another one, not just the next use"
+        fi
+    fi
 }
 
-export -f s3_case  # run through `env ... bash -c`, which sets MEMORY / BYTES for it
+export -f s3_case  # run through `env ... bash -c`, which sets MEMORY / BYTES / PREFETCH for it
 
 # Every strategy at 1-5 ranks, naive: bit for bit stage 02's DDP; memory exact.
 for n in 1 2 3 4 5; do
@@ -205,8 +218,8 @@ export -f s3_prefetch_comm
 for st in zero3 fsdp; do run "sharded-$st-prefetch-comm" s3_prefetch_comm "$st"; done
 run sharded-zero3-noprefetch bash -c 's3_case noprefetch 0 3 1 naive zero3 --no-prefetch'
 run sharded-zero3-noreshard bash -c 's3_case noreshard 0 3 1 naive zero3 --no-reshard'
-run sharded-fsdp-units2 bash -c 's3_case units2 0 3 1 naive fsdp --fsdp-unit-layers 2'
-run sharded-fsdp-unitsall bash -c 's3_case unitsall 0 3 1 naive fsdp --fsdp-unit-layers 4'
+run sharded-fsdp-units2 env PREFETCH=1 bash -c 's3_case units2 0 3 1 naive fsdp --fsdp-unit-layers 2'
+run sharded-fsdp-unitsall env PREFETCH=1 bash -c 's3_case unitsall 0 3 1 naive fsdp --fsdp-unit-layers 4'
 run sharded-fsdp-noreshard bash -c 's3_case noreshard 0 3 1 naive fsdp --no-reshard --no-prefetch'
 # Without resharding every unit is gathered once, in forward: the bytes are ZeRO-2's
 # (the ring: the formulas count its bytes; within 1e-5 of the reference, as above).
