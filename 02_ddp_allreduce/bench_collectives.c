@@ -122,6 +122,9 @@ int main(int argc, char **argv) {
     algo_parse(algo_s, &algo);
     DType dt;
     dtype_parse(dtype_s, &dt);
+    if (min_bytes % dtype_size(dt))  // the sizes are whole elements: 6 B of fp32 would run 4
+        flags_fail("--min-bytes %zu is not a whole number of %s elements (%zu bytes each)", min_bytes,
+                   dtype_name(dt), dtype_size(dt));
     Device dev;
     device_parse(device_s, &dev);
     if (dev == DEV_CPU && algo == ALGO_NCCL) flags_fail("--algo nccl needs --device cuda");

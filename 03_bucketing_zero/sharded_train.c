@@ -74,6 +74,11 @@ int main(int argc, char **argv) {
     flags_parse(flags, nf, argc, argv, "sharded_train [flags]",
                 "Data-parallel training with gradient buckets overlapped with backward, and "
                 "ZeRO-1/2/3, FSDP or HSDP sharding.");
+    if (trace) {  // its two files are written at the end: a bad path fails now
+        char json[4200];
+        snprintf(json, sizeof json, "%s.json", trace);
+        flags_check_output("--trace", json);
+    }
     GPTConfig cfg;
     train_resolve(&a, &cfg);
     ShardConfig sc = {.overlap = !no_overlap, .prefetch = !no_prefetch, .reshard = !no_reshard,
@@ -140,6 +145,9 @@ int main(int argc, char **argv) {
     Group *world = comm_world(c);
     Timeline tl;
     timeline_init(&tl, trace != NULL);
+    CHECK(kill_rank < ctx.world && stall_rank < ctx.world, "--%s-rank %d: there are %d ranks (0 to %d)",
+          kill_rank >= ctx.world ? "kill" : "stall", kill_rank >= ctx.world ? kill_rank : stall_rank,
+          ctx.world, ctx.world - 1);
     if (kill_rank >= 0) comm_inject_kill(c, kill_rank, kill_at);
     if (stall_rank >= 0) comm_inject_stall(c, stall_rank, stall_at);
     Sharded *s = sharded_new(c, world, &ctx, &sc, &tl);
@@ -152,6 +160,11 @@ int main(int argc, char **argv) {
                     .sync_params = barrier, .arg = s, .comm = c, .group = world, .layout = layout};
     train_run(&a, &ctx, &h);
 
+    // A fault asked for and never struck is a failed test, not a clean run.
+    int64_t target = ctx.rank == kill_rank ? kill_at : ctx.rank == stall_rank ? stall_at : -1;
+    CHECK(target < 0 || (int64_t)world->seq >= target, "--%s-at %lld never came: this rank started "
+          "%llu world collectives", ctx.rank == kill_rank ? "kill" : "stall", (long long)target,
+          (unsigned long long)world->seq);
     unsigned long long sent = s->step_bytes;
     long late = s->prefetch_late;
     int audited = s->cfg.kind >= SH_ZERO3 && s->cfg.prefetch;  // stage 3, prefetching

@@ -206,7 +206,12 @@ float pipe_run(Pipe *P, const int *tokens, const int *targets) {
     for (int c = 0; c < P->v; c++) gpt_zero_grad(P->model[c]);
     for (int i = 0; i < S->n[s]; i++) {
         const PPAction *a = &S->acts[s][i];
-        if (i == P->kill_at) raise(SIGKILL);  // fault test: a rank dies mid-pipeline
+        if (i == P->kill_at) {  // fault test: a rank dies mid-pipeline
+            fprintf(stderr, "warning: rank %d: injected death at action %d of its schedule "
+                    "(--kill-rank/--kill-at)\n", comm_rank(P->comm), i);
+            fflush(stderr);
+            raise(SIGKILL);
+        }
         int compute = a->op == PP_FORWARD || a->op == PP_BACKWARD ||
                       a->op == PP_BACKWARD_INPUT || a->op == PP_BACKWARD_WEIGHT;
         double t0 = now_seconds();

@@ -66,8 +66,8 @@ static void stage_times(const char *flag, const char *s, int p, int v, double *p
     for (;;) {
         char *end;
         double t = strtod(c, &end);
-        if (end == c || t < 0 || n == PP_MAX_STAGES * 8)
-            flags_fail("%s %s: one time in seconds (>= 0), or one per rank or per virtual stage, "
+        if (end == c || !(t >= 0 && t <= 1e6) || n == PP_MAX_STAGES * 8)
+            flags_fail("%s %s: one time in seconds (0 to 1e6), or one per rank or per virtual stage, "
                        "separated by commas", flag, s);
         x[n++] = t;
         if (*end == '\0') break;

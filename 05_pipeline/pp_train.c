@@ -60,6 +60,11 @@ int main(int argc, char **argv) {
     flags_parse(flags, nf, argc, argv, "pp_train [flags]",
                 "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B, zero-bubble ZB-H1) composed "
                 "with tensor and data parallelism over a dp x tp x pp mesh of ranks.");
+    if (trace) {  // its two files are written at the end: a bad path fails now
+        char json[4200];
+        snprintf(json, sizeof json, "%s.json", trace);
+        flags_check_output("--trace", json);
+    }
     if (a.elastic) flags_fail("--elastic: a pipeline cannot lose one rank (use ddp_train or "
                               "sharded_train)");
     GPTConfig cfg;
@@ -152,6 +157,8 @@ int main(int argc, char **argv) {
     timeline_init(&tl, trace != NULL);
     Pipe P;
     pipe_init(&P, c, &ppg, &dpg, tp > 1 ? &tps : NULL, al, S, &tl);
+    CHECK(kill_rank < ctx.world, "--kill-rank %d: there are %d ranks (0 to %d)", kill_rank, ctx.world,
+          ctx.world - 1);
     if (ctx.rank == kill_rank) P.kill_at = kill_at;
     P.zero1 = zero1;
     P.gpu = gpp;

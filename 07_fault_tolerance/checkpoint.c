@@ -131,6 +131,35 @@ int ckpt_mkdirs(const char *dir) {
     return access(p, W_OK | X_OK);
 }
 
+int ckpt_dir_check(const char *dir, int fresh, char *err, size_t n) {
+    struct stat sb;
+    char probe[4200];
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return snprintf(err, n, "--ckpt-dir %s is not a folder", dir), -1;
+        if (access(dir, W_OK | X_OK) != 0)
+            return snprintf(err, n, "--ckpt-dir %s: cannot write in it: %s", dir, strerror(errno)), -1;
+        snprintf(probe, sizeof probe, "%s/manifest.json", dir);
+        if (access(probe, F_OK) == 0)
+            return snprintf(err, n, "--ckpt-dir %s is one checkpoint (it holds manifest.json): give "
+                            "the folder that holds the step-* folders", dir), -1;
+        uint64_t *steps = NULL;
+        int k = fresh ? ckpt_list(dir, &steps) : 0;
+        free(steps);
+        if (k > 0)
+            return snprintf(err, n, "--ckpt-dir %s already holds checkpoints (an earlier run's): "
+                            "--resume continues that run; a new run needs an empty folder", dir), -1;
+        return 0;
+    }
+    if (errno != ENOENT)
+        return snprintf(err, n, "--ckpt-dir %s: %s", dir, strerror(errno)), -1;
+    // Not there yet: made now (as the run would, later; mkdir -p, so every rank may).
+    // Only trying tells: permissions, a read-only or special file system (/proc).
+    if (ckpt_mkdirs(dir) != 0)
+        return snprintf(err, n, "--ckpt-dir %s: cannot create it: %s", dir, strerror(errno)), -1;
+    return 0;
+}
+
 void ckpt_note_step(const char *dir, int step) {
     char path[4200], line[32];
     snprintf(path, sizeof path, "%s/PROGRESS", dir);

@@ -280,6 +280,11 @@ void ckpt_step_name(uint64_t step, char *out, size_t n);     // "step-00000120"
 int ckpt_list(const char *dir, uint64_t **steps);             // complete ones, newest first
 void ckpt_remove_tree(const char *path);
 int ckpt_mkdirs(const char *dir);  // mkdir -p, then writable? 0, or -1 with errno
+// Before any work (every rank may ask): can dir hold this run's checkpoints? A
+// writable folder (made if missing), not itself one checkpoint (a step-* folder, a
+// common slip with --resume), and for a fresh run (not --resume, not a restart)
+// holding no earlier run's checkpoints. 0, or -1 with the reason in err.
+int ckpt_dir_check(const char *dir, int fresh, char *err, size_t n);
 // Rank 0 notes each step reached in DIR/PROGRESS (not fsync'd: a hint, not state),
 // so that a resume can say how many steps the failure cost. -1 if none noted.
 void ckpt_note_step(const char *dir, int step);
@@ -318,6 +323,7 @@ typedef enum {
 typedef struct Fault {
     FaultKind kind;
     int step, rank;
+    int step_random;        // step=random: drawn from the seed
     int during_ckpt;        // kill: after writing its shard of step's checkpoint
     int during_coll;        // kill: in the middle of step's first collective
     int attempt;

@@ -2,6 +2,7 @@
 // that a test can kill a rank at step 8, or in the middle of writing the step-6
 // checkpoint, and check what the restart recovers. Random choices come from the
 // core's generator and a seed: a failing trial reruns exactly.
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +63,15 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
         if (strcmp(kv, "step") == 0) step = v;
         else if (strcmp(kv, "rank") == 0) rank = v;
         else if (strcmp(kv, "during") == 0) during = v;
-        else if (strcmp(kv, "seed") == 0) seed = strtoull(v, NULL, 10);
+        else if (strcmp(kv, "seed") == 0) {
+            char *end;
+            errno = 0;
+            seed = strtoull(v, &end, 10);
+            if (!*v || *end || errno || *v == '-') {
+                snprintf(err, errn, "--inject %s: seed=%s is not a whole number", spec, v);
+                return -1;
+            }
+        }
         else if (strcmp(kv, "attempt") == 0) attempt = v;
         else if (strcmp(kv, "factor") == 0) factor = v;
         else goto bad_key;
@@ -78,6 +87,7 @@ int fault_parse(const char *spec, int world, int steps, Fault *f, char *err, siz
     }
     Rng r;
     rng_seed(&r, seed);
+    f->step_random = strcmp(step, "random") == 0;
     if (number("step", step, 1, steps, &r, &f->step, err, errn) ||
         number("rank", rank, 0, world - 1, &r, &f->rank, err, errn) ||
         number("attempt", attempt, 0, 1000, &r, &f->attempt, err, errn))

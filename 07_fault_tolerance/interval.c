@@ -79,9 +79,14 @@ static void sweep(const Setup *s, int points, const char *mtbf_from) {
                st[i].failures, st[i].checkpoints, mark[0] ? mark : "-");
     }
     double gy = simulate(s, s->C, s->M, young, NULL), gd = simulate(s, s->C, s->M, daly, NULL);
-    printf("# best simulated T = %.1f s (%.2f x Young), goodput %.5f; at Young %.5f, at Daly %.5f"
-           " (%.3f %% and %.3f %% below the best)\n", T[best], T[best] / young, g[best], gy, gd,
-           100 * (g[best] - gy) / g[best], 100 * (g[best] - gd) / g[best]);
+    if (g[best] > 0)
+        printf("# best simulated T = %.1f s (%.2f x Young), goodput %.5f; at Young %.5f, at Daly "
+               "%.5f (%.3f %% and %.3f %% below the best)\n", T[best], T[best] / young, g[best], gy,
+               gd, 100 * (g[best] - gy) / g[best], 100 * (g[best] - gd) / g[best]);
+    else  // every segment fails before its checkpoint is written: nothing is ever kept
+        printf("# no interval makes progress: a failure comes (every %g s on average) before a "
+               "checkpoint (%g s) and the work before it are done; the goodput is 0 at every T\n",
+               s->M, s->C);
     printf("RESULT ckpt_interval young_s=%.1f daly_s=%.1f best_T_s=%.1f best_goodput=%.5f"
            " goodput_young=%.5f goodput_daly=%.5f model_T_s=%.1f model_goodput=%.5f\n", young,
            daly, T[best], g[best], gy, gd, best_model_T, best_g);

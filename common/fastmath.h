@@ -28,7 +28,10 @@ static inline float fast_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;       // 2^n as a float bit pattern
+    // 2^n as a float bit pattern. A NaN x gives a NaN p (the answer) and a NaN n,
+    // which no integer conversion may see: n = 0 then, and the shift is unsigned.
+    n = n == n ? n : 0.0f;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "flags.h"
@@ -210,7 +212,8 @@ static void set_value(Flag *f, const char *v) {
     case FLAG_BYTES: {
         size_t x;
         if (parse_bytes(v, &x) != 0)
-            flags_fail("%s '%s' is not a byte count (e.g. 80GB, 512MiB, 1e9)", f->name, v);
+            flags_fail("%s '%s' is not a byte count (e.g. 80GB, 512MiB, 1e9) that fits in "
+                       "64 bits", f->name, v);
         if (has_range(f) && ((double)x < f->min || (double)x > f->max)) fail_range(f, v);
         *(size_t *)f->dst = x;
         break;
@@ -350,4 +353,18 @@ int flags_append(Flag *rows, int n, int cap, const Flag *more, int k) {
     CHECK(n + k <= cap, "a flag table of %d rows cannot take %d + %d (raise its size)", cap, n, k);
     for (int i = 0; i < k; i++) rows[n + i] = more[i];
     return n + k;
+}
+
+void flags_check_output(const char *flag, const char *path) {
+    struct stat st;
+    if (!path[0]) flags_fail("%s: the file name is empty", flag);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        flags_fail("%s %s: it exists and is not a regular file (a folder or a device): what the "
+                   "run writes there at its end would be lost", flag, path);
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
+             slash ? (slash == path ? "/" : path) : ".");
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0)
+        flags_fail("%s %s: the folder %s does not exist or is not writable", flag, path, dir);
 }

@@ -78,6 +78,10 @@ void flags_print_help(const Flag *table, int n, const char *usage, const char *d
 int flag_given(const Flag *table, int n, const char *name);
 // For cross-flag checks after parsing: prints "error: <message>" and exits 2.
 CHECK_NORETURN void flags_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// A file a run writes at its end (--save-params, --trace's files): a name, not an
+// existing folder or device, in a folder that exists and is writable. Checked
+// before the run, so that its work is not lost at the end; flags_fail otherwise.
+void flags_check_output(const char *flag, const char *path);
 
 #ifdef __cplusplus
 }

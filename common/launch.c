@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -230,12 +231,18 @@ Comm *comm_launch(const CommConfig *cfg) {
         }
         fflush(stdout);
         fflush(stderr);
-        pid_t pids[COMM_MAX_RANKS];
+        pid_t pids[COMM_MAX_RANKS], launcher = getpid();
         double t0 = now_seconds();
         for (int r = 0; r < n; r++) {
             pid_t pid = fork();
             CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
             if (pid == 0) {
+                // A rank dies with its launcher: a launcher killed alone (kill PID, not
+                // Ctrl-C, which signals the whole process group) must not leave its
+                // ranks training on, orphaned. (The check after it covers a launcher
+                // that died before the request was made.)
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != launcher) _exit(1);
                 char k[16];
                 snprintf(k, sizeof k, "%d", base + attempt);
                 setenv("COURSE_RESTART", k, 1);

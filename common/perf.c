@@ -29,7 +29,8 @@ static double sgemm_rates(int M, int N, int K, int threads, double *best) {
     openblas_set_num_threads(threads);
     float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)K * N);
     float *c = malloc(sizeof(float) * (size_t)M * N);
-    CHECK(a && b && c, "sgemm_gflops: out of memory");
+    CHECK(a && b && c, "sgemm_gflops: out of memory for %d x %d x %d matrices (%.3g GB)", M, N, K,
+          4e-9 * ((double)M * K + (double)K * N + (double)M * N));
     Rng r;
     rng_seed(&r, 42);  // random, not zeros: zeros can run faster than real data
     rng_fill_normal(&r, a, (size_t)M * K, 0, 1);

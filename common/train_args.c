@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -163,17 +164,28 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (!synthetic && (stat(a->data, &st) != 0 || !S_ISREG(st.st_mode) || access(a->data, R_OK)))
         flags_fail("--data %s: not a readable file%s%s", a->data, errno ? ": " : "",
                    errno ? strerror(errno) : "");
-    if (a->save_params) {
-        char dir[4096];
-        const char *slash = strrchr(a->save_params, '/');
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - a->save_params) : 1,
-                 slash ? (slash == a->save_params ? "/" : a->save_params) : ".");
-        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0)
-            flags_fail("--save-params %s: the folder %s does not exist or is not writable",
-                       a->save_params, dir);
-    }
-    Fault f;
+    if (a->save_params) flags_check_output("--save-params", a->save_params);
+    // A checkpoint folder's problems (not one, not writable, an earlier run's, one
+    // checkpoint given for the folder of them) before the model is built.
+    const char *restart = getenv("COURSE_RESTART");
+    char cerr[4400];
+    if (a->ckpt_dir &&
+        ckpt_dir_check(a->ckpt_dir, !a->resume && !(restart && atoi(restart) > 0), cerr, sizeof cerr))
+        flags_fail("%s", cerr);
+    Fault f = {0};
     char ferr[256];
     if (a->inject && fault_parse(a->inject, COMM_MAX_RANKS, a->steps, &f, ferr, sizeof ferr) != 0)
         flags_fail("%s", ferr);
+    // Faults that could never strike as asked (the run would end as if none were asked).
+    int saves = f.step == a->steps || (a->ckpt_every && f.step % a->ckpt_every == 0);
+    if (a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt) && !a->ckpt_dir)
+        flags_fail("--inject %s: %s strikes a checkpoint: it needs --ckpt-dir", a->inject,
+                   f.during_ckpt ? "during=ckpt" : "corrupt");
+    if (a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt) && !f.step_random && !saves)
+        flags_fail("--inject %s: no checkpoint is saved at step %d (--ckpt-every %d; the last "
+                   "step, %d, always saves)", a->inject, f.step, a->ckpt_every, a->steps);
+    if (a->inject && !restart && f.attempt > a->max_restarts)
+        flags_fail("--inject %s: attempt %d never comes: the job runs attempts 0 to %d "
+                   "(--max-restarts; more under 07_fault_tolerance/supervise.sh)", a->inject,
+                   f.attempt, a->max_restarts);
 }

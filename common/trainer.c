@@ -120,17 +120,11 @@ static int ckpt_begin(const TrainArgs *a, TrainState *st, CkptConfig *cc, LossSc
           "write it: %s", a->ckpt_dir, strerror(errno));
     // A job the supervisor restarted (comm.c) resumes, as --resume does.
     const char *restart = getenv("COURSE_RESTART");
-    if (!a->resume && !(restart && atoi(restart) > 0)) {
-        // A new run: a folder holding an earlier run's checkpoints would mix the two
-        // (pruning keeps the highest steps, whichever run wrote them, and a restart
-        // would resume the other run). Refused on every rank, before any work.
-        uint64_t *steps = NULL;
-        int n = cc->rank == 0 ? ckpt_list(a->ckpt_dir, &steps) : 0;
-        free(steps);
-        CHECK(ckpt_agree(cc, n == 0), "--ckpt-dir %s already holds checkpoints (an earlier "
-              "run's): --resume continues that run; a new run needs an empty folder", a->ckpt_dir);
-        return 0;
-    }
+    // A new run starts at step 0. (A folder holding an earlier run's checkpoints would
+    // mix the two: pruning keeps the highest steps, whichever run wrote them, and a
+    // restart would resume the other run. train_resolve refused it, on every rank,
+    // before the model was built: ckpt_dir_check.)
+    if (!a->resume && !(restart && atoi(restart) > 0)) return 0;
     TrainProgress p;
     char err[4096];
     if (cc->rank == 0) log_event("load_start");
@@ -175,6 +169,7 @@ typedef struct {
     CkptSave *save;
     int step;
     double stall_ms;
+    int failed;  // the step of the last save, if it failed (0: it did not)
 } PendingCkpt;
 
 static void ckpt_finish(const CkptConfig *cc, PendingCkpt *pc) {
@@ -185,6 +180,7 @@ static void ckpt_finish(const CkptConfig *cc, PendingCkpt *pc) {
     int rc = ckpt_save_finish(pc->save, &s, err, sizeof err);
     pc->save = NULL;
     pc->stall_ms += (now_seconds() - t0) * 1e3;
+    pc->failed = rc != 0 ? pc->step : 0;
     if (rc != 0)  // training goes on: the older checkpoints are intact
         log_warn("checkpoint of step %d NOT saved: %s", pc->step, err);
     else if (cc->rank == 0)
@@ -204,9 +200,10 @@ static void ckpt_start(const TrainArgs *a, const CkptConfig *cc, const TrainStat
     double t0 = now_seconds();
     if (ckpt_save_start(cc, st, &p, a->ckpt_async, &pc->save, err, sizeof err) != 0) {
         log_warn("checkpoint of step %d NOT saved: %s", step, err);
+        pc->failed = step;
         return;
     }
-    *pc = (PendingCkpt){pc->save, step, (now_seconds() - t0) * 1e3};
+    *pc = (PendingCkpt){pc->save, step, (now_seconds() - t0) * 1e3, 0};
     if (!a->ckpt_async) ckpt_finish(cc, pc);
 }
 
@@ -217,6 +214,23 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     int drank = h && h->data_world ? h->data_rank : rank;
     int dworld = h && h->data_world ? h->data_world : world;
     int B = a->batch, T = cfg.seq_len, accum = a->accum, steps = a->steps;
+
+    // The injected fault, now that the world is known (its rank must be in it), before
+    // any work. A permanent fault's rank is gone once the supervisor has given one up
+    // (--elastic): the smaller world has no such rank to strike.
+    Fault fault = {0};
+    char ferr[300];
+    const char *dropped = getenv("COURSE_RANKS_DROPPED");
+    int gone = a->inject && strstr(a->inject, "permanent") && dropped && atoi(dropped) > 0;
+    CHECK(!a->inject || gone || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0,
+          "%s", ferr);
+    CHECK(!fault.during_coll || ctx->device == DEV_CPU, "--inject %s: during=collective strikes in "
+          "the host transports' messages; on %s the collectives are the GPU's (NCCL, CUDA IPC)",
+          a->inject, device_name(ctx->device));
+    // A fault strikes in its attempt only (a job no supervisor started is attempt 0); a
+    // permanent one in every attempt until the supervisor gives its rank up (--elastic).
+    const char *restart = getenv("COURSE_RESTART");
+    if (!fault.permanent && (restart ? atoi(restart) : 0) != fault.attempt) fault.kind = FAULT_NONE;
 
     DataLoader dl;
     if (strcmp(a->data, "synthetic") == 0)
@@ -266,23 +280,6 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     CkptStaging staging = {0};  // the snapshots' host buffer, reused from save to save
     CkptP2P p2p;
     PendingCkpt pending = {0};
-    Fault fault = {0};
-    char ferr[300];
-    // A permanent fault's rank is gone once the supervisor has given one up
-    // (--elastic): the smaller world has no such rank to strike.
-    const char *dropped = getenv("COURSE_RANKS_DROPPED");
-    int gone = a->inject && strstr(a->inject, "permanent") && dropped && atoi(dropped) > 0;
-    CHECK(!a->inject || gone || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0,
-          "%s", ferr);
-    CHECK(fault.kind != FAULT_CORRUPT || a->ckpt_dir, "--inject %s: corrupt strikes a checkpoint: "
-          "it needs --ckpt-dir", a->inject);
-    CHECK(!fault.during_coll || ctx->device == DEV_CPU, "--inject %s: during=collective strikes in "
-          "the host transports' messages; on %s the collectives are the GPU's (NCCL, CUDA IPC)",
-          a->inject, device_name(ctx->device));
-    // A fault strikes in its attempt only; a permanent one in every attempt until the
-    // supervisor gives its rank up (--elastic).
-    const char *restart = getenv("COURSE_RESTART");
-    if (!fault.permanent && restart && atoi(restart) != fault.attempt) fault.kind = FAULT_NONE;
     int views = a->ckpt_dir || a->sdc_every || (a->inject && strncmp(a->inject, "bitflip", 7) == 0);
     int spikes_on = a->spike_factor > 0 || (a->inject && strncmp(a->inject, "spike", 5) == 0);
     if (views || a->straggler_factor > 0 || spikes_on)  // (spikes: the ranks' agreement, cc.sum)
@@ -465,6 +462,10 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
         fflush(stdout);
     }
     if (a->save_params) save_params(a->save_params, &g, S, rank);
+    // The run's end is in no checkpoint: it cannot be resumed or restarted from there,
+    // whatever it printed above. Not a success.
+    CHECK(!pending.failed, "the last checkpoint (step %d) was NOT saved (the warning above "
+          "says why): the run's end cannot be resumed", pending.failed);
 
     free(inputs); free(targets); free(step_ms);
     train_state_free(&st);

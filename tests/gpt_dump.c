@@ -68,7 +68,6 @@ int main(int argc, char **argv) {
     float *params0 = xmalloc(P * sizeof(float)), *grads = xmalloc(P * sizeof(float));
     float *final = xmalloc(P * sizeof(float)), *logits = xmalloc(BT * c.vocab * sizeof(float));
     float *losses = xmalloc(steps * sizeof(float));
-    CHECK(tokens && targets && params0 && grads && final && logits && losses, "out of memory");
     ctx.ops->to_host(&ctx, params0, g.params, P * sizeof(float));
 
     // Step 0's forward and backward give the logits, loss and gradients to compare.
@@ -94,7 +93,6 @@ int main(int argc, char **argv) {
     int nt = 3 * g.n_slices + 5, k = 0;
     StTensor *t = xcalloc(nt, sizeof *t);
     char (*names)[96] = xcalloc(nt, 96);
-    CHECK(t && names, "out of memory");
 #define ADD(nm, dt, data_, nb, nd, d0, d1, d2)                                             \
     do {                                                                                   \
         snprintf(t[k].name, sizeof t[k].name, "%s", nm);                                   \

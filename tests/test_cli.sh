@@ -9,10 +9,10 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
 # expect_fail NAME EXIT_CODE PATTERN ARGS... : the run must exit with EXIT_CODE
-# and print PATTERN (a fixed string) on stderr.
+# and print PATTERN (a fixed string) on stderr. PROG=... runs another program.
 expect_fail() {
     local name=$1 want=$2 pattern=$3; shift 3
-    "$TRAIN" "$@" >"$dir/out" 2>"$dir/err"
+    "${PROG:-$TRAIN}" "$@" >"$dir/out" 2>"$dir/err"
     local rc=$?
     if [ "$rc" -eq "$want" ] && grep -qF -- "$pattern" "$dir/err"; then
         echo "PASS cli.rejects.$name  exit $rc: $(head -c 160 "$dir/err" | head -n1)"
@@ -38,6 +38,31 @@ expect_fail save_params_dir  2 "the folder /nonexistent does not exist" --preset
 expect_fail bad_inject       2 "--inject bogus" --preset tiny --inject bogus
 expect_fail text_small_vocab 2 "--vocab"         --preset tiny --vocab 100 --data tests/test_cli.sh
 expect_fail lr_out_of_range  2 "--lr"            --preset tiny --lr -1
+# Output paths and checkpoint folders: refused before the run, not at its end.
+expect_fail save_params_folder 2 "it exists and is not a regular file" --preset tiny --save-params tests
+expect_fail save_params_empty 2 "--save-params: the file name is empty" --preset tiny --save-params ""
+expect_fail ckpt_dir_is_a_file 2 "--ckpt-dir tests/test_cli.sh is not a folder" --preset tiny --ckpt-dir tests/test_cli.sh
+"$TRAIN" --preset tiny --steps 2 --ckpt-dir "$dir/ck" >/dev/null 2>&1
+expect_fail ckpt_dir_earlier_run 2 "already holds checkpoints (an earlier run's)" --preset tiny --ckpt-dir "$dir/ck"
+expect_fail resume_one_checkpoint 2 "is one checkpoint (it holds manifest.json)" --preset tiny --resume --ckpt-dir "$dir/ck/step-00000002"
+# Faults that could never strike as asked (the run would end as if none were).
+expect_fail inject_ckpt_no_dir 2 "during=ckpt strikes a checkpoint: it needs --ckpt-dir" --preset tiny --inject kill,step=1,during=ckpt
+expect_fail inject_no_save_there 2 "no checkpoint is saved at step 2 (--ckpt-every 3" --preset tiny --steps 6 --ckpt-dir "$dir/ck2" --ckpt-every 3 --inject kill,step=2,during=ckpt
+expect_fail inject_attempt_never 2 "attempt 3 never comes" --preset tiny --inject kill,step=1,attempt=3
+expect_fail inject_seed_word 2 "seed=abc is not a whole number" --preset tiny --inject kill,step=random,seed=abc
+PROG=$BUILD/ddp_train expect_fail inject_rank_beyond 1 "rank=5 is not a number in [0, 1]" --np 2 --preset tiny --inject kill,step=1,rank=5
+PROG=$BUILD/sharded_train expect_fail kill_rank_beyond 1 "--kill-rank 5: there are 2 ranks" --np 2 --preset tiny --kill-rank 5 --kill-at 1
+PROG=$BUILD/sharded_train expect_fail kill_at_never 1 "--kill-at 100000 never came" --np 2 --preset tiny --steps 1 --kill-rank 1 --kill-at 100000
+PROG=$BUILD/sharded_train expect_fail trace_unwritable 2 "--trace /nonexistent/t.json: the folder /nonexistent" --preset tiny --trace /nonexistent/t
+PROG=$BUILD/bench_collectives expect_fail min_bytes_partial 2 "--min-bytes 6 is not a whole number of fp32 elements" --min-bytes 6
+PROG=$BUILD/pp_sim expect_fail stage_time_nan 2 "--tf nan: one time in seconds" --tf nan
+# A checkpoint that outlasts every failure: said in words, no NaN.
+out=$("$BUILD/ckpt_interval" --ckpt-cost 1e9 --mtbf 0.001 2>&1)
+if grep -q "no interval makes progress" <<<"$out" && ! grep -qi "nan" <<<"$out"; then
+    echo "PASS cli.interval_no_progress  $(grep -m1 'no interval' <<<"$out" | cut -c1-120)"
+else
+    echo "FAIL cli.interval_no_progress  $(grep -m1 -i -E 'nan|best' <<<"$out" | cut -c1-200)"
+fi
 # The OOM at step zero: 1 MB holds the tiny model's weights and gradients (0.47 MB
 # each) but not its optimizer state; the error names the category and the bytes.
 expect_fail oom_at_step_zero 1 "for optimizer" --preset tiny --device-mem 1MB --steps 1
@@ -59,5 +84,24 @@ if "$TRAIN" --preset tiny --steps 3 --data README.md >"$dir/text" 2>&1 && grep -
     echo "PASS cli.trains_on_text_file  $(grep -o 'data: [^|]*' "$dir/text")"
 else
     echo "FAIL cli.trains_on_text_file  $(tail -n 3 "$dir/text")"
+fi
+
+# A launcher killed alone (kill PID, not the terminal's Ctrl-C, which signals the whole
+# process group) takes its ranks with it: none trains on, orphaned.
+# The ranks: processes whose command line holds the run's marker (from /proc, not
+# pgrep: procps is not on every machine; the [3] keeps grep from finding itself).
+marked() { grep -l -a -- '--seed.91827[3]' /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3 | tr '\n' ' '; }
+"$BUILD/ddp_train" --np 2 --preset tiny --steps 100000 --seed 918273 >/dev/null 2>&1 &
+launcher=$!
+for _ in $(seq 50); do [ "$(marked | wc -w)" -ge 3 ] && break; sleep 0.1; done
+kill -KILL "$launcher"
+{ wait "$launcher"; } 2>/dev/null  # (no "Killed" line from the shell)
+for _ in $(seq 50); do [ -z "$(marked)" ] && break; sleep 0.1; done
+left=$(marked)
+if [ -n "$left" ]; then
+    echo "FAIL cli.ranks_die_with_launcher  ranks still running 5 s after the launcher was killed: pids $left"
+    kill -KILL $left 2>/dev/null
+else
+    echo "PASS cli.ranks_die_with_launcher  the launcher killed (SIGKILL), both ranks gone"
 fi
 exit 0

@@ -57,7 +57,6 @@ static int left_of(const Comm *c) { return (comm_rank(c) + comm_size(c) - 1) % c
 static void check_ring(Comm *c, Verdicts *vs, size_t bytes) {
     const Group *w = comm_world(c);
     unsigned char *out = xmalloc(bytes + 1), *in = xmalloc(bytes + 1);
-    CHECK(out && in, "out of memory");
     for (size_t i = 0; i < bytes; i++) out[i] = pattern(comm_rank(c), bytes, i);
     memset(in, 0xEE, bytes + 1);
     CommRequest *r[2] = {comm_isend(c, w, right_of(c), out, bytes),
@@ -89,7 +88,6 @@ static void check_queued(Comm *c, Verdicts *vs) {
     for (int k = 0; k < K; k++) {
         out[k] = xmalloc(sizes[k]);
         in[k] = xcalloc(1, sizes[k]);
-        CHECK(out[k] && in[k], "out of memory");
         for (size_t i = 0; i < sizes[k]; i++) out[k][i] = pattern(comm_rank(c), sizes[k], i);
         rest[k] = comm_isend(c, w, right_of(c), out[k], sizes[k]);
         recv[k] = comm_irecv(c, w, left_of(c), in[k], sizes[k], RECV_COPY, DT_F32);
@@ -112,7 +110,6 @@ static void check_sum(Comm *c, Verdicts *vs, DType dt, size_t n) {
     Group *w = comm_world(c);
     size_t es = dtype_size(dt);
     unsigned char *src = xmalloc(n * es), *dst = xmalloc(n * es), *want = xmalloc(n * es);
-    CHECK(src && dst && want, "out of memory");
     int me = comm_rank(c), left = left_of(c);
     for (size_t i = 0; i < n; i++) {
         // Values of the left rank and our own, as that rank computes them.
@@ -203,7 +200,6 @@ static int run_mismatch(Comm *c, int extra) {
     CHECK(comm_size(c) >= 2, "--mismatch needs at least 2 ranks");
     size_t want = 4096, sent = (size_t)(4096 + extra);
     unsigned char *buf = xcalloc(1, want > sent ? want : sent);
-    CHECK(buf, "out of memory");
     comm_coll_begin(c, w, COLL_ALLREDUCE, want / 4, DT_F32);
     if (comm_rank(c) == 0) comm_send(c, w, 1, buf, sent);
     if (comm_rank(c) == 1) comm_recv(c, w, 0, buf, want);
@@ -267,7 +263,6 @@ int main(int argc, char **argv) {
         comm_send(c, w, 0, &vs, sizeof vs);
     } else {
         Verdicts *all = xmalloc(sizeof *all * (size_t)n);
-        CHECK(all, "out of memory");
         all[0] = vs;
         for (int r = 1; r < n; r++) comm_recv(c, w, r, &all[r], sizeof all[r]);
         char prefix[64];

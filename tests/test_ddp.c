@@ -54,7 +54,6 @@ static float *host_params(Ctx *ctx, const GPTConfig *cfg, uint64_t seed) {
     GPT g;
     gpt_init(&g, ctx, cfg, seed);
     float *p = xmalloc(g.n_params * sizeof(float));
-    CHECK(p, "out of memory");
     memcpy(p, g.params, g.n_params * sizeof(float));
     gpt_free(&g);
     return p;
@@ -118,7 +117,6 @@ static void forward_backward(GPT *g, int rank, int world, int B, int T) {
     DataLoader dl;
     data_open_synthetic(&dl, g->cfg.vocab, (size_t)1 << 16, SEED, B, T, rank, world);
     int *in = xmalloc(sizeof(int) * B * T), *tg = xmalloc(sizeof(int) * B * T);
-    CHECK(in && tg, "out of memory");
     data_next(&dl, in, tg);
     gpt_zero_grad(g);
     gpt_forward(g, in, tg, B, T);
@@ -138,7 +136,6 @@ static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfi
     forward_backward(&g, r, p, B, T);  // this rank's B rows
     size_t n = g.n_params;
     float *local = xmalloc(n * sizeof(float));
-    CHECK(local, "out of memory");
     memcpy(local, g.grads, n * sizeof(float));
     DDP d = {0};
     ddp_init(&d, c, grp, ALGO_NAIVE);

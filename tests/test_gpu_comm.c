@@ -134,7 +134,6 @@ static void test_ipc_equals_host_ring(Env *e, GpuComm *gc) {
         Rng rng;
         rng_seed(&rng, 77 + (unsigned long long)e->g->rank);
         unsigned char *mine = xmalloc(n * es), *ring = xmalloc(n * es), *gpu = xmalloc(n * es);
-        CHECK(mine && ring && gpu, "out of host memory");
         for (size_t i = 0; i < n; i++) put(mine, dt, i, (float)rng_normal(&rng));
         const CommCounter *k = comm_counters(e->c);
         memcpy(ring, mine, n * es);
@@ -187,7 +186,6 @@ static void test_p2p(Env *e, GpuComm *gc, const char *how) {
         for (int k = 0; k < P2P_K; k++) {
             size_t b = p2p_sizes[k];
             unsigned char *h = xmalloc(b + 1);
-            CHECK(h, "out of host memory");
             p2p_fill(h, b, r, nbr[d], d, k);
             out[d][k] = mem_alloc(e->ctx, MEM_WORKSPACE, b);
             in[d][k] = mem_alloc(e->ctx, MEM_WORKSPACE, b);
@@ -216,7 +214,6 @@ static void test_p2p(Env *e, GpuComm *gc, const char *how) {
         for (int k = 0; k < P2P_K; k++) {
             size_t b = p2p_sizes[k];
             unsigned char *h = xmalloc(b + 1), *want = xmalloc(b + 1);
-            CHECK(h && want, "out of host memory");
             e->ctx->ops->to_host(e->ctx, h, in[d][k], b);
             // What the neighbour on side 1-d sent to us in its direction d.
             p2p_fill(want, b, nbr[1 - d], r, d, k);
@@ -288,7 +285,6 @@ int main(int argc, char **argv) {
     Env e = {.c = c, .g = comm_world(c), .ctx = &ctx};
     e.dev = mem_alloc(&ctx, MEM_WORKSPACE, MAXCOUNT * sizeof(float));
     e.host = xmalloc(MAXCOUNT * sizeof(float));
-    CHECK(e.host, "out of host memory");
 
     // Collective: every rank gets the IPC ring, or every rank gets NULL.
     GpuComm *ipc = gpu_comm_try(c, e.g, &ctx, GPU_IPC, why, sizeof why);

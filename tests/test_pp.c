@@ -73,7 +73,6 @@ static PPSchedule *parse_schedule(int p, int m, int v, const char *const *ranks)
         {"SA", PP_SEND_ACT}, {"RA", PP_RECV_ACT}, {"SG", PP_SEND_GRAD}, {"RG", PP_RECV_GRAD},
         {"Bi", PP_BACKWARD_INPUT}, {"F", PP_FORWARD}, {"B", PP_BACKWARD}, {"W", PP_BACKWARD_WEIGHT}};
     PPSchedule *S = xcalloc(1, sizeof *S);
-    CHECK(S, "out of memory");
     S->name = "hand-made";
     S->p = p;
     S->m = m;
@@ -277,7 +276,6 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     size_t rows = (size_t)B * T, all = (size_t)m * dp * rows;
     int *tok = xmalloc(sizeof(int) * all), *tgt = xmalloc(sizeof(int) * all);
     int *mtok = xmalloc(sizeof(int) * m * rows), *mtgt = xmalloc(sizeof(int) * m * rows);
-    CHECK(whole && tok && tgt && mtok && mtgt, "out of memory");
     Verdict v1 = {0};
     for (int step = 0; step < STEPS; step++) {
         batches(m * dp, B, T, V, step, tok, tgt);

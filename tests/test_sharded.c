@@ -208,11 +208,9 @@ static void pattern(Blocks *b, int k, size_t count, int p) {
 static long check_v(Comm *c, Group *g, int rs, const Blocks *b, Algo a, AsyncComm *ac) {
     int p = g->size, r = g->rank;
     float *buf = xmalloc(b->count * sizeof(float) + 4);
-    CHECK(buf, "out of memory");
     for (size_t i = 0; i < b->count; i++) buf[i] = value(r, i);
     if (ac) {  // through the progress thread, two at once
         float *twin = xmalloc(b->count * sizeof(float) + 4);
-        CHECK(twin, "out of memory");
         memcpy(twin, buf, b->count * sizeof(float));
         CollTask *t1 = rs ? reduce_scatter_start(ac, g, buf, b, DT_F32, a, "rs")
                           : all_gather_start(ac, g, buf, b, DT_F32, a, "ag");
