@@ -96,6 +96,8 @@ typedef struct {
                             // layout converts the position (rows are the same data)
     uint64_t seed;          // the weights' and the corpus's; stochastic rounding's stream
     char recipe[16];        // the precision recipe (a resume must not change it)
+    char data[160];         // the corpus: "synthetic" or "NAME, N bytes" (set by the
+                            // trainer; a resume must not change it either)
     int opt_t;              // AdamW's step counter (bias correction, rounding streams)
     int master_filled;      // the fp32 masters hold the weights (mixed precision)
     long opt_skipped;       // steps the optimizer skipped (non-finite gradients)
@@ -136,9 +138,10 @@ typedef struct {
     char layout[96];        // "dp=2 tp=2 pp=1 zero=3", recorded in the manifest
     const struct Fault *fault;  // an injected fault (faults.c), or NULL
     // A resume continues the same training: a checkpoint of another precision
-    // recipe or seed is refused (before anything is read) with both named.
+    // recipe, seed or corpus is refused (before anything is read) with both named.
     const char *recipe;
     uint64_t seed;
+    const char *data;       // TrainProgress.data's form; NULL: not checked
     CkptStaging *staging;   // reused between saves; NULL: a buffer per save
 } CkptConfig;
 

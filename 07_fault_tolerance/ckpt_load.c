@@ -267,6 +267,11 @@ int ckpt_load(const CkptConfig *cc, const TrainState *st, TrainProgress *p, char
                  (unsigned long long)cc->seed);
         ok = 0;
     }
+    if (ok && cc->data && m.progress.data[0] && strcmp(m.progress.data, cc->data) != 0) {
+        snprintf(err, errn, "%s/%s was trained on --data %s; this run reads %s (a resume "
+                 "continues the same training)", cc->dir, chosen, m.progress.data, cc->data);
+        ok = 0;
+    }
     if (ok) {
         R.files = calloc((size_t)m.n_files + 1, sizeof *R.files);
         R.opened = calloc((size_t)m.n_files + 1, sizeof *R.opened);

@@ -60,6 +60,8 @@ static void progress_json(JsonBuf *b, const TrainProgress *p) {
               ", \"seed\": %" PRIu64 ", \"recipe\": ", p->step, p->data_step, p->data_step_rows,
               p->seed);
     jb_string(b, p->recipe);
+    jb_printf(b, ", \"data\": ");
+    jb_string(b, p->data);
     jb_printf(b, ", \"opt_t\": %d, \"master_filled\": %d, \"opt_skipped\": %ld, \"overflows\": %ld,"
               "\n    \"scaler\": {\"scale\": %.9g, \"growth_factor\": %.9g, \"backoff_factor\": %.9g, "
               "\"min_scale\": %.9g, \"max_scale\": %.9g, \"growth_interval\": %d, \"good_steps\": %d, "
@@ -167,6 +169,10 @@ static int parse_progress(const Json *o, const char *what, TrainProgress *p, cha
     for (int i = 0; i < 8; i++)
         if (json_get_u64(o, ukeys[i], what, &u[i], err, errn)) return -1;
     if (json_get_string(o, "recipe", what, &recipe, err, errn)) return -1;
+    // The corpus: in the manifests written since it was recorded; older ones load
+    // without it (and are not checked).
+    const char *data = "";
+    if (json_get(o, "data") && json_get_string(o, "data", what, &data, err, errn)) return -1;
     const Json *s = json_get_typed(o, "scaler", JSON_OBJECT, what, err, errn);
     if (!s) return -1;
     for (int i = 0; i < 6; i++)
@@ -176,6 +182,7 @@ static int parse_progress(const Json *o, const char *what, TrainProgress *p, cha
     if (u[2] > INT32_MAX || u[3] > 1 || u[4] > INT32_MAX || u[5] > INT32_MAX ||
         su[0] > INT32_MAX || su[1] > INT32_MAX || su[2] > INT32_MAX || su[3] > INT32_MAX ||
         su[4] > INT32_MAX || su[5] > INT32_MAX || strlen(recipe) >= sizeof p->recipe ||
+        strlen(data) >= sizeof p->data ||
         u[7] == 0 || u[7] > INT32_MAX || u[6] > UINT64_MAX / u[7])
         return bad(err, errn, what, "%s holds a value out of range", "\"progress\"");
     memset(p, 0, sizeof *p);
@@ -188,6 +195,7 @@ static int parse_progress(const Json *o, const char *what, TrainProgress *p, cha
     p->data_step = u[6];
     p->data_step_rows = u[7];
     snprintf(p->recipe, sizeof p->recipe, "%s", recipe);
+    snprintf(p->data, sizeof p->data, "%s", data);
     LossScaler *sc = &p->scaler;
     sc->scale = (float)d[0];
     sc->growth_factor = (float)d[1];

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check.h"
 #include "cuda_probe.h"
@@ -77,6 +78,17 @@ static double mfu_peak(const TrainArgs *a, const Ctx *ctx, const TrainHooks *h, 
              local, local == 1 ? "" : "s", a->threads, a->threads == 1 ? "" : "s", cores,
              cores == 1 ? "" : "s", many);
     return core * 1e9 * used * machines;
+}
+
+// The corpus as a checkpoint records it (a resume must read the same): "synthetic",
+// or the file's name (not its folder: a run may move) and size.
+static void corpus_identity(const char *data, char *out, size_t n) {
+    struct stat sb;
+    const char *base = strrchr(data, '/');
+    if (strcmp(data, "synthetic") == 0) snprintf(out, n, "synthetic");
+    else if (stat(data, &sb) == 0)
+        snprintf(out, n, "%.100s, %lld bytes", base ? base + 1 : data, (long long)sb.st_size);
+    else snprintf(out, n, "%.100s", base ? base + 1 : data);
 }
 
 // Checkpoints (stage 07): what this rank holds, and where the run starts: step 0,
@@ -196,6 +208,7 @@ static void ckpt_start(const TrainArgs *a, const CkptConfig *cc, const TrainStat
     TrainProgress p;
     resume_capture(&p, (uint64_t)step, a->seed, a->precision, st, scaler, overflows, dl);
     p.data_step_rows = (uint64_t)dl->B * (uint64_t)dl->world;  // the position's unit
+    snprintf(p.data, sizeof p.data, "%s", cc->data ? cc->data : "");
     char err[4096];
     double t0 = now_seconds();
     if (ckpt_save_start(cc, st, &p, a->ckpt_async, &pc->save, err, sizeof err) != 0) {
@@ -284,6 +297,9 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     int spikes_on = a->spike_factor > 0 || (a->inject && strncmp(a->inject, "spike", 5) == 0);
     if (views || a->straggler_factor > 0 || spikes_on)  // (spikes: the ranks' agreement, cc.sum)
         state_begin(a, h, &g, &opt, &st, &cc, &p2p, drank, dworld, views);
+    char corpus[160];
+    corpus_identity(a->data, corpus, sizeof corpus);
+    cc.data = corpus;
     cc.staging = &staging;
     StragglerDetector slow;
     straggler_init(&slow, a->straggler_factor, world);

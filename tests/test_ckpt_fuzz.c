@@ -85,6 +85,7 @@ static void scene_build(Scene *s) {
     TrainProgress *p = &s->p;
     *p = (TrainProgress){.step = 120, .data_step = 480, .data_step_rows = 8,
                          .seed = 0xFEDCBA9876543210ull, .recipe = "mixed-fp16",
+                         .data = "tiny \"shakespeare\".txt, 1115394 bytes",
                          .opt_t = 118, .master_filled = 1, .opt_skipped = 2, .overflows = 2};
     p->scaler = (LossScaler){.scale = 8192.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
                              .min_scale = 1e-4f, .max_scale = 16777216.0f, .growth_interval = 50,
@@ -118,7 +119,7 @@ static void test_roundtrip(TestState *ts, const Scene *s) {
     else if (memcmp(&m.cfg, &s->g.cfg, sizeof m.cfg)) diff = "the model's configuration";
     else if (a->step != b->step || a->data_step != b->data_step ||
              a->data_step_rows != b->data_step_rows || a->seed != b->seed ||
-             strcmp(a->recipe, b->recipe) || a->opt_t != b->opt_t || a->master_filled != b->master_filled ||
+             strcmp(a->recipe, b->recipe) || strcmp(a->data, b->data) || a->opt_t != b->opt_t || a->master_filled != b->master_filled ||
              a->opt_skipped != b->opt_skipped || a->overflows != b->overflows)
         diff = "the progress";
     else if (float_bits(x->scale) != float_bits(y->scale) ||

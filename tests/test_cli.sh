@@ -45,6 +45,8 @@ expect_fail ckpt_dir_is_a_file 2 "--ckpt-dir tests/test_cli.sh is not a folder" 
 "$TRAIN" --preset tiny --steps 2 --ckpt-dir "$dir/ck" >/dev/null 2>&1
 expect_fail ckpt_dir_earlier_run 2 "already holds checkpoints (an earlier run's)" --preset tiny --ckpt-dir "$dir/ck"
 expect_fail resume_one_checkpoint 2 "is one checkpoint (it holds manifest.json)" --preset tiny --resume --ckpt-dir "$dir/ck/step-00000002"
+"$TRAIN" --preset tiny --steps 2 --ckpt-dir "$dir/ckd" --data README.md >/dev/null 2>&1
+expect_fail resume_other_corpus 1 "was trained on --data README.md, $(stat -c %s README.md) bytes; this run reads test_cli.sh" --preset tiny --steps 3 --resume --ckpt-dir "$dir/ckd" --data tests/test_cli.sh
 # Faults that could never strike as asked (the run would end as if none were).
 expect_fail inject_ckpt_no_dir 2 "during=ckpt strikes a checkpoint: it needs --ckpt-dir" --preset tiny --inject kill,step=1,during=ckpt
 expect_fail inject_no_save_there 2 "no checkpoint is saved at step 2 (--ckpt-every 3" --preset tiny --steps 6 --ckpt-dir "$dir/ck2" --ckpt-every 3 --inject kill,step=2,during=ckpt
