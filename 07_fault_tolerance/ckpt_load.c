@@ -10,6 +10,7 @@
 // overlaps, and insists that every element it needs was covered exactly once.
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,9 +184,21 @@ static int fill_view(Reader *R, const StateView *V, float *host, char *err, size
                 break;
             }
             const float *src = t->data;
-            for (int64_t r = r0; r < r1; r++)
-                memcpy(host + x->local + (size_t)(r - x->r0) * x->stride + (size_t)(c0 - x->c0),
-                       src + (r - p->r0) * p->nc + (c0 - p->c0), (size_t)(c1 - c0) * sizeof(float));
+            int finite = 1;
+            for (int64_t r = r0; r < r1; r++) {
+                float *dst = host + x->local + (size_t)(r - x->r0) * x->stride + (size_t)(c0 - x->c0);
+                memcpy(dst, src + (r - p->r0) * p->nc + (c0 - p->c0), (size_t)(c1 - c0) * sizeof(float));
+                for (int64_t j = 0; j < c1 - c0; j++) finite &= isfinite(dst[j]) != 0;
+            }
+            // Weights, masters and moments are finite in any state training continues
+            // from: a NaN here is a file whose checksums were made after its damage.
+            if (!finite) {
+                snprintf(err, errn, "%s/%s/%s: tensor \"%s\" holds a value that is not finite: no "
+                         "training state does (the file is damaged, or the run had diverged)",
+                         R->cc->dir, R->name, R->m->files[p->file].name, key);
+                rc = -1;
+                break;
+            }
             covered += (r1 - r0) * (c1 - c0);
         }
         if (rc == 0 && covered != x->nr * x->nc) {

@@ -162,3 +162,57 @@ s7_straggler() {
 }
 run ft-straggler s7_straggler
 run ft-straggler-rule "$BUILD/tests/test_straggler"
+
+# A NaN written into a checkpoint whose checksums were then made again (damage the
+# CRCs cannot see: a bad DIMM before the write, a tool that rewrote the file): the
+# load refuses it, naming the file and the tensor, instead of resuming onto NaN
+# weights and blaming the training ("the loss is nan: training diverged").
+s7_nan_in_checkpoint() {
+    local d="$S7_DIR/nan"
+    rm -rf "$d" && mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$BUILD/train" $S7_TRAIN --steps 3 --ckpt-dir "$d/ck" >"$d/make.log" 2>&1
+    "$PY" - "$d/ck/step-00000003" <<'PY' || { echo "FAIL s7.load.nan_refused  could not make the damaged checkpoint"; return 1; }
+import json, os, re, struct, sys
+def crc32c(data, crc=0):
+    table = [0] * 256
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table[i] = c
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+d = sys.argv[1]
+shard = os.path.join(d, "rank-00000.safetensors")
+b = bytearray(open(shard, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+header = json.loads(b[8:8 + n])
+key = sorted(k for k in header if k.startswith("params/"))[0]
+at = 8 + n + header[key]["data_offsets"][0]
+old_crc = "%08x" % crc32c(bytes(b))
+b[at:at + 4] = struct.pack("<f", float("nan"))
+open(shard, "wb").write(b)
+text = open(os.path.join(d, "manifest.json")).read()
+assert old_crc in text, "the shard's checksum is not in the manifest"
+text = text.replace(old_crc, "%08x" % crc32c(bytes(b)))
+field = ',\n "manifest_crc32c": '
+at = text.rindex(field)
+text = text[:at] + field + '"%08x"}\n' % crc32c(text[:at].encode())
+open(os.path.join(d, "manifest.json"), "w").write(text)
+print(key)
+PY
+    # shellcheck disable=SC2086
+    "$BUILD/train" $S7_TRAIN --steps 4 --ckpt-dir "$d/ck" --resume >"$d/resume.log" 2>&1
+    local rc=$? named
+    named=$(grep -h -m1 -o 'rank-00000.safetensors: tensor "params/[^"]*" holds a value that is not finite' "$d/resume.log")
+    if [ "$rc" -ne 0 ] && [ -n "$named" ] && ! grep -q '^step' "$d/resume.log"; then
+        echo "PASS s7.load.nan_refused  exit $rc: $named"
+    else
+        echo "FAIL s7.load.nan_refused  exit $rc: a NaN weight behind good checksums must be refused at load: $(grep -h -m1 -E 'error|nan' "$d/resume.log" | cut -c1-200)"
+        return 1
+    fi
+}
+run ft-nan-in-checkpoint s7_nan_in_checkpoint
