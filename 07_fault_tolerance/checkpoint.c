@@ -117,6 +117,7 @@ const FsOps *fs_posix(void) {
 
 int ckpt_mkdirs(const char *dir) {
     char p[4096];
+    if (!dir[0]) return errno = ENOENT, -1;
     if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return errno = ENAMETOOLONG, -1;
     for (char *s = p + 1; *s; s++)
         if (*s == '/') {
@@ -134,6 +135,7 @@ int ckpt_mkdirs(const char *dir) {
 int ckpt_dir_check(const char *dir, int fresh, char *err, size_t n) {
     struct stat sb;
     char probe[4200];
+    if (!dir[0]) return snprintf(err, n, "--ckpt-dir: the folder name is empty"), -1;
     if (stat(dir, &sb) == 0) {
         if (!S_ISDIR(sb.st_mode))
             return snprintf(err, n, "--ckpt-dir %s is not a folder", dir), -1;

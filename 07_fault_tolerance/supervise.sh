@@ -16,7 +16,9 @@
 #
 # mpirun starts remote ranks without this shell's environment, so "-x
 # COURSE_RESTART" is added after the mpirun of the command. The job's exit status
-# is the last attempt's.
+# is the last attempt's. Exit status 2 is the course's programs' "bad input" (a flag,
+# a folder): no restart, which would be refused the same way (or, for a folder holding
+# an earlier run's checkpoints, would resume that run).
 set -u
 max=0
 while [ $# -gt 0 ]; do
@@ -44,6 +46,10 @@ while :; do
     if [ "$status" -eq 0 ]; then
         [ "$attempt" -gt 0 ] && echo "supervisor: the job finished after $attempt restart$([ "$attempt" = 1 ] || echo s)" >&2
         exit 0
+    fi
+    if [ "$status" -eq 2 ]; then  # the course's programs' "bad input": a restart is refused too
+        echo "supervisor: the command refused its input (exit status 2, above); not restarting" >&2
+        exit 2
     fi
     how="exit status $status"
     [ "$status" -gt 128 ] && how="killed by signal $((status - 128))"

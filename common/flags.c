@@ -363,8 +363,9 @@ void flags_check_output(const char *flag, const char *path) {
                    "run writes there at its end would be lost", flag, path);
     char dir[4096];
     const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
-             slash ? (slash == path ? "/" : path) : ".");
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");  // "/x": the root
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0)
         flags_fail("%s %s: the folder %s does not exist or is not writable", flag, path, dir);
 }

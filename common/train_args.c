@@ -181,9 +181,10 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt) && !a->ckpt_dir)
         flags_fail("--inject %s: %s strikes a checkpoint: it needs --ckpt-dir", a->inject,
                    f.during_ckpt ? "during=ckpt" : "corrupt");
-    if (a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt) && !f.step_random && !saves)
-        flags_fail("--inject %s: no checkpoint is saved at step %d (--ckpt-every %d; the last "
-                   "step, %d, always saves)", a->inject, f.step, a->ckpt_every, a->steps);
+    if (a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt) && !saves)
+        flags_fail("--inject %s: no checkpoint is saved at step %d%s (--ckpt-every %d; the last "
+                   "step, %d, always saves)", a->inject, f.step, f.step_random ? ", which "
+                   "step=random drew (another seed= draws another)" : "", a->ckpt_every, a->steps);
     if (a->inject && !restart && f.attempt > a->max_restarts)
         flags_fail("--inject %s: attempt %d never comes: the job runs attempts 0 to %d "
                    "(--max-restarts; more under 07_fault_tolerance/supervise.sh)", a->inject,

@@ -486,6 +486,13 @@ s7_supervise_flags() {
             echo "FAIL s7.supervise_flags  supervise.sh $args: want exit 2 and a message, got: $out"; bad=1
         fi
     done
+    # The command's own bad input (exit 2) is not restarted.
+    out=$(07_fault_tolerance/supervise.sh --max-restarts 2 -- "$BUILD/train" --layers 0 2>&1)
+    if [ $? -eq 2 ] && grep -q 'not restarting' <<<"$out" && ! grep -q 'restart 1 of' <<<"$out"; then
+        echo "PASS s7.supervise_flags.command_refused  $(grep -m1 supervisor <<<"$out")"
+    else
+        echo "FAIL s7.supervise_flags.command_refused  a command that exits 2 (bad input) must not be restarted: $out"; bad=1
+    fi
     return $bad
 }
 run ft-supervise-flags s7_supervise_flags

@@ -55,6 +55,16 @@ expect_fail inject_seed_word 2 "seed=abc is not a whole number" --preset tiny --
 PROG=$BUILD/ddp_train expect_fail inject_rank_beyond 1 "rank=5 is not a number in [0, 1]" --np 2 --preset tiny --inject kill,step=1,rank=5
 PROG=$BUILD/sharded_train expect_fail kill_rank_beyond 1 "--kill-rank 5: there are 2 ranks" --np 2 --preset tiny --kill-rank 5 --kill-at 1
 PROG=$BUILD/sharded_train expect_fail kill_at_never 1 "--kill-at 100000 never came" --np 2 --preset tiny --steps 1 --kill-rank 1 --kill-at 100000
+expect_fail ckpt_dir_empty 2 "--ckpt-dir: the folder name is empty" --preset tiny --ckpt-dir ""
+expect_fail inject_random_no_save 2 "no checkpoint is saved at step 8, which step=random drew" --preset tiny --steps 10 --ckpt-dir "$dir/ck3" --ckpt-every 3 --inject corrupt,step=random
+# ...but a kill that struck, and the restart that resumed past it, is a success.
+if "$BUILD/sharded_train" --np 2 --preset tiny --steps 6 --ckpt-dir "$dir/ck4" --ckpt-every 2 --max-restarts 1 \
+     --kill-rank 1 --kill-at 12 --timeout 5 >"$dir/restart.log" 2>&1 &&
+   grep -q "the job finished after 1 restart" "$dir/restart.log"; then
+    echo "PASS cli.kill_at_then_restart  killed at world collective 12, restarted, resumed, exit 0"
+else
+    echo "FAIL cli.kill_at_then_restart  $(grep -h -E 'error|supervisor' "$dir/restart.log" | tail -n 2 | tr '\n' ' ')"
+fi
 PROG=$BUILD/sharded_train expect_fail trace_unwritable 2 "--trace /nonexistent/t.json: the folder /nonexistent" --preset tiny --trace /nonexistent/t
 PROG=$BUILD/bench_collectives expect_fail min_bytes_partial 2 "--min-bytes 6 is not a whole number of fp32 elements" --min-bytes 6
 PROG=$BUILD/pp_sim expect_fail stage_time_nan 2 "--tf nan: one time in seconds" --tf nan
@@ -96,11 +106,15 @@ marked() { grep -l -a -- '--seed.91827[3]' /proc/[0-9]*/cmdline 2>/dev/null | cu
 "$BUILD/ddp_train" --np 2 --preset tiny --steps 100000 --seed 918273 >/dev/null 2>&1 &
 launcher=$!
 for _ in $(seq 50); do [ "$(marked | wc -w)" -ge 3 ] && break; sleep 0.1; done
+seen=$(marked | wc -w)  # the launcher and its 2 ranks, or the test proves nothing
 kill -KILL "$launcher"
 { wait "$launcher"; } 2>/dev/null  # (no "Killed" line from the shell)
 for _ in $(seq 50); do [ -z "$(marked)" ] && break; sleep 0.1; done
 left=$(marked)
-if [ -n "$left" ]; then
+if [ "$seen" -lt 3 ]; then
+    echo "FAIL cli.ranks_die_with_launcher  only $seen of the launcher and its 2 ranks started within 5 s"
+    [ -n "$left" ] && kill -KILL $left 2>/dev/null
+elif [ -n "$left" ]; then
     echo "FAIL cli.ranks_die_with_launcher  ranks still running 5 s after the launcher was killed: pids $left"
     kill -KILL $left 2>/dev/null
 else
