@@ -1,5 +1,7 @@
 // ctx.c — the per-rank context and ledger-charged device memory.
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ctx.h"
@@ -12,6 +14,19 @@ int device_parse(const char *s, Device *out) {
     if (strcmp(s, "cpu") == 0) { *out = DEV_CPU; return 0; }
     if (strcmp(s, "cuda") == 0) { *out = DEV_CUDA; return 0; }
     return -1;
+}
+
+// The machine's physical memory (COURSE_FAKE_HOST_MEM=1MB pretends, for the tests);
+// 0 when the system does not say.
+static size_t host_memory_bytes(void) {
+    const char *fake = getenv("COURSE_FAKE_HOST_MEM");
+    size_t bytes = 0;
+    if (fake) {
+        CHECK(parse_bytes(fake, &bytes) == 0, "COURSE_FAKE_HOST_MEM=%s is not a byte count", fake);
+        return bytes;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
 void ctx_init(Ctx *ctx, Device dev, int threads, size_t capacity) {
@@ -40,6 +55,7 @@ void ctx_init_device(Ctx *ctx, Device dev, int cuda_device, int threads, size_t 
         ctx->ops = &ops_cpu;
     }
     ledger_init(&ctx->ledger, capacity, dev == DEV_CUDA ? "cuda" : "cpu");
+    if (dev == DEV_CPU && !capacity) ctx->ledger.host_limit = host_memory_bytes();
     if (ctx->ops->init) ctx->ops->init(ctx);
 }
 

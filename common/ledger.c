@@ -65,6 +65,15 @@ void ledger_charge(Ledger *l, MemCategory c, size_t bytes) {
         DIE("out of memory on %s: cannot allocate %s for %s (%s; allowed %s)",
             l->device_name, asked, g_category_names[c], held, allowed);
     }
+    if (!l->capacity && l->host_limit && l->total_current + bytes > l->host_limit) {
+        char asked[32], ram[32], held[512];
+        format_bytes(bytes, asked, sizeof asked);
+        format_bytes(l->host_limit, ram, sizeof ram);
+        format_held(l, held, sizeof held);
+        DIE("out of memory on %s: cannot allocate %s for %s (%s): more than this machine's "
+            "%s of memory, where the run would page instead of train (--device-mem sets "
+            "another limit)", l->device_name, asked, g_category_names[c], held, ram);
+    }
     l->current[c] += bytes;
     l->total_current += bytes;
     if (l->current[c] > l->peak[c]) l->peak[c] = l->current[c];

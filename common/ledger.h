@@ -34,6 +34,9 @@ typedef struct {
     size_t total_current;
     size_t total_peak;
     size_t capacity;          // 0 = unlimited
+    size_t host_limit;        // the CPU without a capacity: the machine's memory (0: none).
+                              // A run larger than it would page for hours, not fail:
+                              // refused at step zero like a device's OOM
     const char *device_name;  // "cpu" or "cuda:0", for messages
 } Ledger;
 

@@ -80,6 +80,9 @@ fi
 expect_fail oom_at_step_zero 1 "for optimizer" --preset tiny --device-mem 1MB --steps 1
 if grep -q "step " "$dir/out"; then echo "FAIL cli.oom_before_first_step  a step ran"; \
 else echo "PASS cli.oom_before_first_step  no step printed before the failure"; fi
+# Without --device-mem the CPU's limit is the machine's memory (here pretended to be
+# 1 MB): a model larger fails at step zero instead of paging for hours.
+COURSE_FAKE_HOST_MEM=1MB expect_fail oom_beyond_host_memory 1 "more than this machine's 1.00 MB of memory" --preset tiny --steps 1
 
 "$TRAIN" --help >"$dir/help" 2>&1 && grep -q -- "--device-mem" "$dir/help" \
     && echo "PASS cli.help  lists the flags" || echo "FAIL cli.help"
