@@ -2,8 +2,9 @@
 # NCCL) is built whenever nvcc is found, MPI parts whenever mpicc is found.
 #
 #   make                 build everything this machine can build
+#   make help            this list
 #   make test            the whole test suite; ends with "N passed, N failed"
-#   make check           make test, then make sanitize (what CI runs)
+#   make check           make test, make sanitize, then make grade-check (what CI runs)
 #   make demo            train the small preset on the CPU
 #   make sanitize        the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make gpu-test        the CUDA-vs-CPU tests (needs a GPU; says so if there is none)
@@ -11,6 +12,7 @@
 #   make stage-N         a stage on the reference: tests, demo, benchmark, plots
 #   make grade-N         the stage's tests against your exercises/ (PART=name for one part)
 #   make report          every stage's numbers against its targets: $(RESULTS)/REPORT.md
+#   make grade-check     proves the graders: references full marks, starters 0, mutants caught
 #
 # Where measurements go: RESULTS=runs (the default, untracked) for your runs;
 # results/ holds the course's own measured run, which the lessons quote. Only a
@@ -114,8 +116,11 @@ include $(wildcard [0-9][0-9]_*/stage.mk)
 # Keep the object files of the test programs between builds.
 .SECONDARY:
 
-.PHONY: all test check sanitize gpu-test bench-core demo clean report-build grade-check report
+.PHONY: all help test check sanitize gpu-test bench-core demo clean report-build grade-check report
 all: report-build $(BINS) $(CUDA_LIB)
+
+help:
+	@awk '/^#   make/ {sub(/^#   /, ""); print}' Makefile
 
 report-build:
 	@echo "build: CPU core -> $(BUILD)/ ; CUDA: $(if $(NVCC),$(NVCC),not found (CUDA backend skipped))\

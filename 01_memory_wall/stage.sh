@@ -10,6 +10,7 @@ BUILD=${BUILD:-build}
 R=$RESULTS/01_memory_wall
 mkdir -p "$R"
 rm -f "$R/run.info"  # written again once the data are complete
+rm -f "$R"/*.png     # drawn again from this run's data (none left from another run)
 machine=$(machine_desc)
 
 echo "== stage 01 tests"

@@ -34,7 +34,7 @@ ranks="2 4 8"; max=256MiB; ddp_steps=30
 if [ "${QUICK:-0}" = 1 ]; then ranks="2"; max=16MiB; ddp_steps=6; fi
 # A QUICK run must not leave a full run's files for the ranks it skipped beside its
 # own: the plots and the report take whatever files are there as one run.
-rm -f "$out"/allreduce_*_np*.txt "$out"/ring_vs_mpi*.txt
+rm -f "$out"/allreduce_*_np*.txt "$out"/ring_vs_mpi*.txt "$out"/*.png
 
 echo "== DDP demo: 4 ranks, small preset, CPU =="
 "$BUILD/ddp_train" --np 4 --preset small --batch 4 --steps "$ddp_steps" --lr 1e-3 --log-every 5 \

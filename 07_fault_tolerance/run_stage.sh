@@ -133,7 +133,7 @@ run "$out/ckpt_table.dat" ckpt_interval --table --ckpt-cost "$cost"
     grep -E '^# (Young|the model|best)|^RESULT' "$out/ckpt_interval.dat"
 } >"$out/interval.txt"
 
-write_run_info "$out" "make stage-7"
+write_run_info "$out" "make stage-7$([ "${QUICK:-0}" = 1 ] && echo " (QUICK=1: widths $widths, $recovery_steps recovery steps)")"
 bash scripts/plot.sh "$out"
 echo "stage 07: $out/ckpt_cost.txt, recovery.txt, interval.txt and the figures"
 cat "$out/ckpt_cost.txt" "$out/ckpt_async_small.txt" "$out/recovery.txt" "$out/interval.txt"

@@ -6,10 +6,14 @@
 #   bash scripts/plot.sh runs/02_ddp_allreduce       # what make stage-2 calls
 #   bash scripts/plot.sh results/01_memory_wall      # maintainer: redraw the lesson's figures
 set -eu
+here=$PWD
 cd "$(dirname "$0")/.."
 . scripts/run_info.sh
 [ $# -eq 1 ] || { echo "usage: bash scripts/plot.sh DIR   (e.g. runs/02_ddp_allreduce)" >&2; exit 2; }
 dir=${1%/}
+# DIR is where the caller is, not the repository root (cd runs; plot.sh 01_memory_wall
+# means runs/01_memory_wall, not the stage's source folder).
+case "$dir" in /*) ;; *) [ "$here" = "$PWD" ] || dir="$here/$dir" ;; esac
 [ -d "$dir" ] || { echo "plot.sh: no folder $dir (run the stage first)" >&2; exit 1; }
 [ -f "$dir/run.info" ] || {
     echo "plot.sh: $dir/run.info is missing: the figures must say which machine measured the" \

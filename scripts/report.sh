@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 now=${RESULTS%/}
 committed=results
 out=$now/REPORT.md
+[ ! -e "$now" ] || [ -d "$now" ] || { echo "report: RESULTS=$now is a file: it must be a folder" >&2; exit 2; }
 mkdir -p "$now"
 
 # ---------------------------------------------------------------- helpers
