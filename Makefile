@@ -187,6 +187,7 @@ check: test
 # The exercise build runs in parallel (JOBS, one per core) unless make was given -j.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 grade-%:
+	@out=$$(bash scripts/grade.sh --list $* "$(PART)" 2>&1) || { echo "$$out" >&2; exit 2; }  # before building
 	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) EX=1 BUILD=build-ex all
 	@BUILD=build-ex bash scripts/grade.sh $* $(PART)
 
@@ -218,4 +219,4 @@ report:
 	@RESULTS=$(RESULTS) bash scripts/report.sh
 
 clean:
-	rm -rf build build-san build-ex build-mut
+	rm -rf build build-san build-ex build-mut $(BUILD)
