@@ -146,13 +146,11 @@ int main(int argc, char **argv) {
     Group *world = comm_world(c);
     Timeline tl;
     timeline_init(&tl, trace != NULL);
-    // (After an elastic restart gave a rank up, the world is smaller than the flags': a
-    // fault aimed past it has struck already.)
-    const char *dropped = getenv("COURSE_RANKS_DROPPED"), *restart = getenv("COURSE_RESTART");
-    int first_attempt = !(dropped && atoi(dropped) > 0) && !(restart && atoi(restart) > 0);
-    if (!first_attempt) kill_rank = kill_rank >= ctx.world ? -1 : kill_rank;
-    if (!first_attempt) stall_rank = stall_rank >= ctx.world ? -1 : stall_rank;
-    CHECK(kill_rank < ctx.world && stall_rank < ctx.world, "--%s-rank %d: there are %d ranks (0 to %d)",
+    // (Checked in the first attempt: after an elastic restart gave a rank up, the world
+    // is smaller than the flags', and a fault aimed past it has struck already.)
+    int first_attempt = comm_ranks_dropped() == 0 && comm_attempt() == 0;
+    CHECK(!first_attempt || (kill_rank < ctx.world && stall_rank < ctx.world),
+          "--%s-rank %d: there are %d ranks (0 to %d)",
           kill_rank >= ctx.world ? "kill" : "stall", kill_rank >= ctx.world ? kill_rank : stall_rank,
           ctx.world, ctx.world - 1);
     if (kill_rank >= 0) comm_inject_kill(c, kill_rank, kill_at);

@@ -85,6 +85,14 @@ void comm_finalize(Comm *c);
 // torchrun from their environment, else cfg->np. Drivers check a layout (does
 // --tp divide the ranks?) with it before any rank exists.
 int comm_planned_size(const CommConfig *cfg);
+// Restarts (stage 07), as the supervisor tells each attempt through the environment:
+// this process's attempt (COURSE_RESTART: 0 the first, and 0 when no supervisor set
+// it); whether a supervisor set it at all (the launcher's, or supervise.sh: more
+// attempts may follow); the ranks an elastic restart has given up so far
+// (COURSE_RANKS_DROPPED).
+int comm_attempt(void);
+int comm_supervised(void);
+int comm_ranks_dropped(void);
 
 int comm_rank(const Comm *c);
 int comm_size(const Comm *c);

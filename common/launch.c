@@ -162,6 +162,16 @@ static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg
     return c;
 }
 
+int comm_attempt(void) {
+    const char *k = getenv("COURSE_RESTART");
+    return k ? atoi(k) : 0;
+}
+int comm_supervised(void) { return getenv("COURSE_RESTART") != NULL; }
+int comm_ranks_dropped(void) {
+    const char *k = getenv("COURSE_RANKS_DROPPED");
+    return k ? atoi(k) : 0;
+}
+
 Comm *comm_launch(const CommConfig *cfg) {
     const char *ompi_rank = env("OMPI_COMM_WORLD_RANK");
     const char *torch_rank = env("RANK");
@@ -215,8 +225,7 @@ Comm *comm_launch(const CommConfig *cfg) {
     // Under an outer supervisor (07_fault_tolerance/supervise.sh) this launcher is itself
     // attempt k of a job: its ranks count their attempts from there, so a restarted
     // job resumes (and a fault meant for attempt 0 does not strike again).
-    const char *outer = getenv("COURSE_RESTART");
-    int base = outer ? atoi(outer) : 0;
+    int base = comm_attempt();
     for (int attempt = 0;; attempt++) {
         // The shared region is mapped before fork, so every rank sees the same pages;
         // populated now, so that no collective pays for allocating them. A fresh one

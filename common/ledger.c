@@ -57,22 +57,16 @@ void ledger_charge(Ledger *l, MemCategory c, size_t bytes) {
     lock(l);  // held through the checks: a failing one ends the process
     CHECK(bytes <= SIZE_MAX - l->total_current,
           "ledger_charge: %zu + %zu bytes overflows the ledger", l->total_current, bytes);
-    if (l->capacity && l->total_current + bytes > l->capacity) {
+    size_t limit = l->capacity ? l->capacity : l->host_limit;
+    if (limit && l->total_current + bytes > limit) {
         char asked[32], allowed[32], held[512];
         format_bytes(bytes, asked, sizeof asked);
-        format_bytes(l->capacity, allowed, sizeof allowed);
+        format_bytes(limit, allowed, sizeof allowed);
         format_held(l, held, sizeof held);
-        DIE("out of memory on %s: cannot allocate %s for %s (%s; allowed %s)",
-            l->device_name, asked, g_category_names[c], held, allowed);
-    }
-    if (!l->capacity && l->host_limit && l->total_current + bytes > l->host_limit) {
-        char asked[32], ram[32], held[512];
-        format_bytes(bytes, asked, sizeof asked);
-        format_bytes(l->host_limit, ram, sizeof ram);
-        format_held(l, held, sizeof held);
-        DIE("out of memory on %s: cannot allocate %s for %s (%s): more than this machine's "
-            "%s of memory, where the run would page instead of train (--device-mem sets "
-            "another limit)", l->device_name, asked, g_category_names[c], held, ram);
+        DIE("out of memory on %s: cannot allocate %s for %s (%s%s%s%s)", l->device_name, asked,
+            g_category_names[c], held, l->capacity ? "; allowed " : "): more than this machine's ",
+            allowed, l->capacity ? "" : " of memory, where the run would page instead of train "
+            "(--device-mem sets another limit");
     }
     l->current[c] += bytes;
     l->total_current += bytes;

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -167,10 +166,8 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
     if (a->save_params) flags_check_output("--save-params", a->save_params);
     // A checkpoint folder's problems (not one, not writable, an earlier run's, one
     // checkpoint given for the folder of them) before the model is built.
-    const char *restart = getenv("COURSE_RESTART");
     char cerr[4400];
-    if (a->ckpt_dir &&
-        ckpt_dir_check(a->ckpt_dir, !a->resume && !(restart && atoi(restart) > 0), cerr, sizeof cerr))
+    if (a->ckpt_dir && ckpt_dir_check(a->ckpt_dir, !a->resume && comm_attempt() == 0, cerr, sizeof cerr))
         flags_fail("%s", cerr);
     Fault f = {0};
     char ferr[256];
@@ -178,14 +175,15 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
         flags_fail("%s", ferr);
     // Faults that could never strike as asked (the run would end as if none were asked).
     int saves = f.step == a->steps || (a->ckpt_every && f.step % a->ckpt_every == 0);
-    if (a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt) && !a->ckpt_dir)
+    int in_ckpt = a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt);
+    if (in_ckpt && !a->ckpt_dir)
         flags_fail("--inject %s: %s strikes a checkpoint: it needs --ckpt-dir", a->inject,
                    f.during_ckpt ? "during=ckpt" : "corrupt");
-    if (a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt) && !saves)
+    if (in_ckpt && !saves)
         flags_fail("--inject %s: no checkpoint is saved at step %d%s (--ckpt-every %d; the last "
                    "step, %d, always saves)", a->inject, f.step, f.step_random ? ", which "
                    "step=random drew (another seed= draws another)" : "", a->ckpt_every, a->steps);
-    if (a->inject && !restart && f.attempt > a->max_restarts)
+    if (a->inject && !comm_supervised() && f.attempt > a->max_restarts)
         flags_fail("--inject %s: attempt %d never comes: the job runs attempts 0 to %d "
                    "(--max-restarts; more under 07_fault_tolerance/supervise.sh)", a->inject,
                    f.attempt, a->max_restarts);

@@ -1,6 +1,5 @@
 // trainer.c — the training loop shared by build/train and the stage drivers (its flags:
 // train_args.c).
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,16 +126,14 @@ static void state_begin(const TrainArgs *a, const TrainHooks *h, GPT *g, AdamW *
 // checkpoint when resuming (its state loaded).
 static int ckpt_begin(const TrainArgs *a, TrainState *st, CkptConfig *cc, LossScaler *scaler,
                       long *overflows, DataLoader *dl) {
-    // A directory that cannot hold checkpoints fails now, not at the first save.
-    CHECK(cc->rank != 0 || ckpt_mkdirs(a->ckpt_dir) == 0, "--ckpt-dir %s: cannot create or "
-          "write it: %s", a->ckpt_dir, strerror(errno));
+    // (A folder that cannot hold checkpoints was refused before the model was built,
+    // and a missing one made: train_resolve's ckpt_dir_check.)
     // A job the supervisor restarted (comm.c) resumes, as --resume does.
-    const char *restart = getenv("COURSE_RESTART");
     // A new run starts at step 0. (A folder holding an earlier run's checkpoints would
     // mix the two: pruning keeps the highest steps, whichever run wrote them, and a
     // restart would resume the other run. train_resolve refused it, on every rank,
     // before the model was built: ckpt_dir_check.)
-    if (!a->resume && !(restart && atoi(restart) > 0)) return 0;
+    if (!a->resume && comm_attempt() == 0) return 0;
     TrainProgress p;
     char err[4096];
     if (cc->rank == 0) log_event("load_start");
@@ -233,8 +230,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
     // (--elastic): the smaller world has no such rank to strike.
     Fault fault = {0};
     char ferr[300];
-    const char *dropped = getenv("COURSE_RANKS_DROPPED");
-    int gone = a->inject && strstr(a->inject, "permanent") && dropped && atoi(dropped) > 0;
+    int gone = a->inject && strstr(a->inject, "permanent") && comm_ranks_dropped() > 0;
     CHECK(!a->inject || gone || fault_parse(a->inject, world, steps, &fault, ferr, sizeof ferr) == 0,
           "%s", ferr);
     CHECK(!fault.during_coll || ctx->device == DEV_CPU, "--inject %s: during=collective strikes in "
@@ -242,8 +238,7 @@ TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h) {
           a->inject, device_name(ctx->device));
     // A fault strikes in its attempt only (a job no supervisor started is attempt 0); a
     // permanent one in every attempt until the supervisor gives its rank up (--elastic).
-    const char *restart = getenv("COURSE_RESTART");
-    if (!fault.permanent && (restart ? atoi(restart) : 0) != fault.attempt) fault.kind = FAULT_NONE;
+    if (!fault.permanent && comm_attempt() != fault.attempt) fault.kind = FAULT_NONE;
 
     DataLoader dl;
     if (strcmp(a->data, "synthetic") == 0)
