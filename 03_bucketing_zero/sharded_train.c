@@ -75,11 +75,7 @@ int main(int argc, char **argv) {
     flags_parse(flags, nf, argc, argv, "sharded_train [flags]",
                 "Data-parallel training with gradient buckets overlapped with backward, and "
                 "ZeRO-1/2/3, FSDP or HSDP sharding.");
-    if (trace) {  // its two files are written at the end: a bad path fails now
-        char json[4200];
-        snprintf(json, sizeof json, "%s.json", trace);
-        flags_check_output("--trace", json);
-    }
+    if (trace) timeline_check_output(trace);  // written at the end: a bad path fails now
     GPTConfig cfg;
     train_resolve(&a, &cfg);
     ShardConfig sc = {.overlap = !no_overlap, .prefetch = !no_prefetch, .reshard = !no_reshard,

@@ -60,11 +60,7 @@ int main(int argc, char **argv) {
     flags_parse(flags, nf, argc, argv, "pp_train [flags]",
                 "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B, zero-bubble ZB-H1) composed "
                 "with tensor and data parallelism over a dp x tp x pp mesh of ranks.");
-    if (trace) {  // its two files are written at the end: a bad path fails now
-        char json[4200];
-        snprintf(json, sizeof json, "%s.json", trace);
-        flags_check_output("--trace", json);
-    }
+    if (trace) timeline_check_output(trace);  // written at the end: a bad path fails now
     if (a.elastic) flags_fail("--elastic: a pipeline cannot lose one rank (use ddp_train or "
                               "sharded_train)");
     GPTConfig cfg;

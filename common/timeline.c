@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "checkpoint.h"  // ckpt_mkdirs
+#include "flags.h"
 #include "timeline.h"
 
 static const char *lane_names[TL_LANES] = {"compute", "communication", "waiting"};
@@ -99,6 +100,18 @@ static void make_parent(const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     if (ckpt_mkdirs(dir) != 0) log_warn("cannot create the folder %s: %s", dir, strerror(errno));
+}
+
+void timeline_check_output(const char *prefix) {
+    char json[4200];
+    snprintf(json, sizeof json, "%s.json", prefix);
+    const char *slash = strrchr(json, '/');
+    if (slash && slash != json) {  // (quietly: flags_check_output says what is wrong)
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - json), json);
+        ckpt_mkdirs(dir);
+    }
+    flags_check_output("--trace", json);
 }
 
 static int write_files(const Timeline *all, int p, const char *json, const char *dat) {

@@ -65,7 +65,7 @@ if "$BUILD/sharded_train" --np 2 --preset tiny --steps 6 --ckpt-dir "$dir/ck4" -
 else
     echo "FAIL cli.kill_at_then_restart  $(grep -h -E 'error|supervisor' "$dir/restart.log" | tail -n 2 | tr '\n' ' ')"
 fi
-PROG=$BUILD/sharded_train expect_fail trace_unwritable 2 "--trace $dir/missing/t.json: the folder $dir/missing" --preset tiny --trace "$dir/missing/t"
+PROG=$BUILD/sharded_train expect_fail trace_unwritable 2 "--trace /proc/course-missing/t.json: the folder /proc/course-missing" --preset tiny --trace /proc/course-missing/t
 PROG=$BUILD/bench_collectives expect_fail min_bytes_partial 2 "--min-bytes 6 is not a whole number of fp32 elements" --min-bytes 6
 PROG=$BUILD/pp_sim expect_fail stage_time_nan 2 "--tf nan: one time in seconds" --tf nan
 # A checkpoint that outlasts every failure: said in words, no NaN.
