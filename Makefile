@@ -37,35 +37,39 @@ NVCC_OPT  ?= -O3 -lineinfo
 NVCCFLAGS ?= $(NVCC_OPT) -std=c++17 -arch=sm_90
 NVCCFLAGS += -Icommon -I$(NCCL_HOME)/include -Xcompiler -Wall,-Wextra
 
-# Exercises. `EX=1` builds every stage against its exercise files: a stage source
-# D/x.c is replaced by D/exercises/x.c where that file exists. `make grade-N` does
-# this in its own build folder (build-ex) and scores the stage's tests per part.
+# The stages, in order. A stage's folder holds its stage.mk (its programs and tests),
+# and links only the core (common/) and the stages before it; later stages plug into
+# the training loop as extensions (common/train_ext.h) where they are linked in.
+# UPTO=N builds the stages up to N and links them alone: `make stage-N` and `make
+# grade-N` set it (a stage-3 build has no file of stages 04-07 in it); `make` builds
+# them all, every driver with every extension. A program built without a stage
+# refuses that stage's flags, naming it.
+STAGES    := $(sort $(wildcard [0-9][0-9]_*))
+GOAL_STAGE := $(shell printf '%s\n' $(MAKECMDGOALS) | sed -n 's/^[sg][tr]a[gd]e-\([0-9][0-9]*\)$$/\1/p' | tail -n 1)
+UPTO      ?= $(or $(GOAL_STAGE),$(words $(STAGES)))
+IN_BUILD  := $(wordlist 1,$(UPTO),$(STAGES))
+FULL      := $(filter $(words $(STAGES)),$(words $(IN_BUILD)))
+
+# Exercises. `EX=N` builds stage N against its exercise files: a source D/x.c of
+# stage N is replaced by D/exercises/x.c where that file exists (the stages before
+# N stay the reference's). `make grade-N` does this in its own build folder
+# (build-ex), with UPTO=N, and scores the stage's tests per part.
 EX ?=
-stage_src = $(foreach f,$1,$(if $(and $(EX),$(wildcard $(dir $f)exercises/$(notdir $f))),$(dir $f)exercises/$(notdir $f),$f))
+EX_DIR := $(if $(EX),$(filter $(shell printf '%02d' $(EX) 2>/dev/null)_%,$(STAGES)))
+stage_src = $(foreach f,$1,$(if $(and $(filter $(EX_DIR)/,$(dir $f)),$(wildcard $(dir $f)exercises/$(notdir $f))),$(dir $f)exercises/$(notdir $f),$f))
 stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
-CORE := log dtype rng ledger flags json safetensors safetensors_json safetensors_write ctx ops_cpu ops_cpu_precision \
-        model_layout model_acts model_backward model_fp8 \
-        model optim data perf comm launch comm_shm comm_tcp train_args trainer timeline
+# The core: common/ alone. Its objects name no stage (tests/test_layering.sh checks
+# them with nm).
+CORE := log dtype rng ledger flags files json safetensors safetensors_json safetensors_write ctx \
+        ops_cpu ops_cpu_precision model_layout model_acts model_backward model optim data perf \
+        comm launch comm_shm comm_tcp train_state train_ext train_args train_job trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
-# Stage 06's primitives are the core's too: every stage trains with its precisions
-# and recompute. They live in the lesson's folder, where `make grade-6` swaps in
-# the learner's versions (EX=1, stage_src).
-PRECISION_SRCS := 06_mixed_precision/recompute.c 06_mixed_precision/sround.c \
-                  06_mixed_precision/loss_scale.c 06_mixed_precision/fp8.c
-CORE_OBJS += $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$(PRECISION_SRCS)))
-# precision.h (stochastic rounding, loss scaling, fp8 scales) is the core's too:
-# the CPU backend's ops call its scalar routines.
-CFLAGS += -I06_mixed_precision
-# Stage 07's checkpoints likewise: every driver saves and resumes through them.
-# publish.c and resume.c are its exercises (EX=1 swaps them).
-FAULT_SRCS := 07_fault_tolerance/checkpoint.c 07_fault_tolerance/ckpt_load.c \
-              07_fault_tolerance/ckpt_save.c 07_fault_tolerance/sdc.c 07_fault_tolerance/straggler.c \
-              07_fault_tolerance/ckpt_layout.c 07_fault_tolerance/manifest.c \
-              07_fault_tolerance/faults.c 07_fault_tolerance/publish.c \
-              07_fault_tolerance/resume.c
-CORE_OBJS += $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$(FAULT_SRCS)))
-CFLAGS += -I07_fault_tolerance
+# The training extensions linked into every driver: each stage in the build that
+# has one adds its objects here (06_mixed_precision/stage.mk, 07_fault_tolerance/
+# stage.mk), and DRIVERS lists the programs that train (they link them: below).
+EXT_OBJS :=
+DRIVERS  :=
 
 # MPI: the transport and the mpirun launcher are compiled with mpicc's flags and
 # linked with its libraries; without mpicc, comm_mpi_absent.c says so at run time.
@@ -102,33 +106,53 @@ else
   HAVE_CUDA := no
 endif
 
+# The core's programs: the single-process baseline, the GEMM ceiling, and the tests
+# of the core alone (stage folders add theirs: NN_*/stage.mk).
 TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
-         test_gpu gpt_dump test_comm compare_params test_precision test_fp8 test_json test_ckpt_fuzz test_publish \
-         test_straggler
+         gpt_dump test_comm compare_params test_json
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
+DRIVERS += $(BUILD)/train
 
 # `make` with no target builds everything (stage.mk files below define targets too).
 .DEFAULT_GOAL := all
 
-# Each stage folder adds its binaries to BINS and defines stage-N (see NN_*/stage.mk).
-include $(wildcard [0-9][0-9]_*/stage.mk)
+# Each stage folder in the build adds its programs to BINS (see NN_*/stage.mk).
+include $(IN_BUILD:%=%/stage.mk)
 
 # Keep the object files of the test programs between builds.
 .SECONDARY:
 
-.PHONY: all help test check sanitize gpu-test bench-core demo clean report-build grade-check report
+.PHONY: all help programs test check sanitize gpu-test bench-core demo clean report-build grade-check \
+        report FORCE
 all: report-build $(BINS) $(CUDA_LIB)
 
 help:
 	@awk '/^#   make/ {sub(/^#   /, ""); print}' Makefile
 
-report-build:
-	@echo "build: CPU core -> $(BUILD)/ ; CUDA: $(if $(NVCC),$(NVCC),not found (CUDA backend skipped))\
-	; MPI: $(if $(MPICC),$(MPICC),not found (MPI transport skipped))"
+# The programs this build makes (with UPTO=N: the stages up to N's), for the scripts.
+programs:
+	@echo $(BINS)
 
-# One rule for every C object: common/, the stage folders, their exercises/.
-# Stage 06's precision.h is a core header too (see PRECISION_SRCS).
-$(BUILD)/%.o: %.c common/*.h 06_mixed_precision/precision.h 07_fault_tolerance/checkpoint.h
+report-build:
+	@echo "build: CPU core -> $(BUILD)/ ; stages: $(if $(FULL),all,up to $(lastword $(IN_BUILD)))\
+	$(if $(EX_DIR),; $(EX_DIR) from its exercises/); CUDA: $(if $(NVCC),$(NVCC),not found (CUDA backend\
+	 skipped)); MPI: $(if $(MPICC),$(MPICC),not found (MPI transport skipped))"
+
+# Which stages and exercises the programs in $(BUILD) were linked with: a program is
+# linked again when that changes (make stage-3 after make), not only when an object did.
+LINKSET := upto=$(UPTO) ex=$(EX_DIR)
+$(BUILD)/.linkset: FORCE
+	@mkdir -p $(dir $@)
+	@[ "$$(cat $@ 2>/dev/null)" = "$(LINKSET)" ] || echo "$(LINKSET)" >$@
+$(BINS): $(BUILD)/.linkset
+# Every program that trains links the extensions of the stages in the build.
+$(DRIVERS): $(EXT_OBJS)
+# A program: its objects (the prerequisites that are .o files).
+LINK = $(CC) $(CFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
+
+# One rule for every C object: common/, the stage folders, their exercises/. A stage's
+# objects read its headers and earlier stages' (its stage.mk says which).
+$(BUILD)/%.o: %.c common/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -146,55 +170,51 @@ $(CUDA_LIB): $(CUDA_OBJS)
 	$(CC) -shared -Wl,-Bsymbolic $^ -o $@ $(CUDA_LIBS)
 
 $(BUILD)/train: $(BUILD)/common/train.o $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 
 $(BUILD)/sgemm_bench: $(BUILD)/common/sgemm_bench.o $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 
-# test_gpu is four objects: main, the helpers, memory and model (test_gpu.c), the
-# op-by-op checks (test_gpu_ops.c), the bf16 GEMMs' (test_gpu_bf16.c) and the fp8
-# GEMMs' (test_gpu_fp8.c).
-TEST_GPU_OBJS := $(BUILD)/tests/test_gpu.o $(BUILD)/tests/test_gpu_ops.o \
-                 $(BUILD)/tests/test_gpu_bf16.o $(BUILD)/tests/test_gpu_fp8.o
-$(TEST_GPU_OBJS): tests/test_gpu.h
-$(BUILD)/tests/test_gpu: $(TEST_GPU_OBJS) $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-# test_publish runs on a simulated disk (tests/power_loss_disk.c); the rule for
-# every test links it in.
-$(BUILD)/tests/test_publish.o $(BUILD)/tests/power_loss_disk.o: tests/power_loss_disk.h
-$(BUILD)/tests/test_publish: $(BUILD)/tests/power_loss_disk.o
 # test_json: its fuzzer and the helpers both parts share.
 $(BUILD)/tests/test_json.o $(BUILD)/tests/json_check.o $(BUILD)/tests/json_fuzz.o: tests/json_check.h
 $(BUILD)/tests/test_json: $(BUILD)/tests/json_check.o $(BUILD)/tests/json_fuzz.o
-# test_ckpt_fuzz damages its files with tests/mutate.c.
-$(BUILD)/tests/test_ckpt_fuzz.o $(BUILD)/tests/mutate.o: tests/mutate.h
-$(BUILD)/tests/test_ckpt_fuzz: $(BUILD)/tests/mutate.o
 
+# Each stage's suite on the programs linked as make stage-N links them (tests/run.sh,
+# STAGE_MAKE); the programs are left linked with every stage.
 test: all
-	@BUILD=$(BUILD) SUITE_LOG_DIR=$(BUILD)/suite-logs bash tests/run.sh
+	@STAGE_MAKE="$(MAKE)" BUILD=$(BUILD) SUITE_LOG_DIR=$(BUILD)/suite-logs bash tests/run.sh
 
 # What CI runs: the suite, the suite under the sanitizers, and the graders.
 check: test
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory grade-check
 
+# make stage-N: the stages up to N alone (UPTO=N, above), then stage N's tests,
+# demo, sweeps and plots (its stage.mk's stage-run-N).
+stage-%:
+	@$(MAKE) --no-print-directory UPTO=$* all
+	@$(MAKE) --no-print-directory UPTO=$* stage-run-$*
+
 # make grade-N [PART=name]: the stage's tests against your exercises/, a score per
-# part; fails (non-zero status) unless the score is full.
+# part; fails (non-zero status) unless the score is full. Built in build-ex/ from
+# the stages before N (the reference's), stage N from your exercises/, and no later
+# stage: a part is charged for its own file alone.
 # The exercise build runs in parallel (JOBS, one per core) unless make was given -j.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 grade-%:
 	@out=$$(bash scripts/grade.sh --list $* "$(PART)" 2>&1) || { echo "$$out" >&2; exit 2; }  # before building
-	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) EX=1 BUILD=build-ex all
+	@[ -d build-ex ] || [ ! -d build ] || cp -a build build-ex  # the reference's objects, once
+	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) UPTO=$* EX=$* BUILD=build-ex all
 	@BUILD=build-ex bash scripts/grade.sh $* $(PART)
 
-# The graders are tested too: the reference scores full marks, the pristine starters
-# 0, and every mutant in tests/mutants/ (a typical mistake) loses its part's marks.
+# The graders are tested too: for each stage, in the learner's own state (the stages
+# before it the reference's, later ones left out), the reference scores full marks,
+# the pristine starters 0, and every mutant in tests/mutants/ (a typical mistake)
+# loses its part's marks (scripts/grade_check.sh builds what it needs).
 grade-check: all
-	@$(MAKE) --no-print-directory EX=1 BUILD=build-ex all
 	@bash scripts/grade_check.sh
 
 # The core's demo: the small preset learns the synthetic language on the CPU.
@@ -219,4 +239,6 @@ report:
 	@RESULTS=$(RESULTS) bash scripts/report.sh
 
 clean:
-	rm -rf build build-san build-ex build-mut $(BUILD)
+	rm -rf build build-san build-ex build-ref build-mut $(BUILD)
+
+FORCE:

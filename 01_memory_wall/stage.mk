@@ -4,7 +4,7 @@
 #                    $(RESULTS)/01_memory_wall/ (runs/; RESULTS=results: the committed run)
 #   make grade-1     the same tests against 01_memory_wall/exercises/ (PART=name)
 #
-# memory_model.c is the graded file (EX=1 swaps in exercises/memory_model.c);
+# memory_model.c is the graded file (make grade-1, EX=1, swaps in exercises/memory_model.c);
 # memory_plan.c composes its functions and is not an exercise.
 
 MM_OBJS := $(call stage_obj,01_memory_wall/memory_model.c) $(BUILD)/01_memory_wall/memory_plan.o
@@ -19,15 +19,15 @@ $(MM_OBJS) $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memcal
   $(BUILD)/tests/test_memory_model.o $(BUILD)/tests/test_memory_course.o: 01_memory_wall/memory_model.h
 
 $(BUILD)/memcalc: $(call stage_obj,01_memory_wall/memcalc.c) $(MM_OBJS) $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 
 $(BUILD)/measure: $(call stage_obj,01_memory_wall/measure.c) $(MM_OBJS) $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 
 $(BUILD)/tests/test_memory_model: $(BUILD)/tests/test_memory_model.o \
   $(BUILD)/tests/test_memory_course.o $(MM_OBJS) $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 
-.PHONY: stage-1
-stage-1: $(STAGE01_BINS) $(BUILD)/train
+.PHONY: stage-run-1
+stage-run-1:
 	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash 01_memory_wall/stage.sh

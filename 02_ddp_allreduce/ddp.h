@@ -32,6 +32,13 @@ void ddp_broadcast_params(DDP *d, GPT *g);
 // extra communication).
 void ddp_sync_grads(DDP *d, GPT *g);
 
+// ddp_sync_grads with the gradients on the wire as bf16 (ddp_bf16.c): half the bytes.
+// Each rank's gradients are rounded to bf16 (mixed-bf16's already are: nothing
+// changes), all-reduced as bf16 (collectives.h: every addition in fp32, its result
+// rounded to bf16: p - 1 roundings on a ring of p), then averaged. On a GPU the bf16
+// copy goes through host memory. Not an exercise.
+void ddp_sync_grads_bf16(DDP *d, GPT *g);
+
 // Where the collectives find the buffers (given to the exercise, used by ddp.c):
 // on the CPU the host collectives work on g->params / g->grads themselves; on a GPU
 // they need a host copy (ddp_host_view, the collective, then ddp_back_to_device),

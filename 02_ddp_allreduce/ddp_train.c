@@ -19,7 +19,6 @@
 #include "check.h"
 #include "comm_cuda.h"
 #include "ddp.h"
-#include "grad_comm.h"
 #include "trainer.h"
 
 static void sync_params(GPT *g, void *arg) { ddp_broadcast_params(arg, g); }
@@ -27,14 +26,10 @@ static void sync_grads(GPT *g, void *arg) { ddp_sync_grads(arg, g); }
 static void sync_grads_bf16(GPT *g, void *arg) { ddp_sync_grads_bf16(arg, g); }
 
 int main(int argc, char **argv) {
-    TrainArgs a;
-    train_args_default(&a);
     int np = 1;
     double timeout = 60;
     const char *algo = "ring", *transport = "shm", *gpu_comm = "auto", *grad_comm = "auto";
-    Flag flags[TRAIN_MAX_FLAGS + 6];
-    int nf = train_flags(&a, flags);
-    Flag extra[] = {
+    Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
         F_CHOICE("--algo", &algo, "naive|ring|rd|mpi", "the gradient all-reduce"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
@@ -44,17 +39,14 @@ int main(int argc, char **argv) {
                  "memory with --algo"),
         F_CHOICE("--grad-comm", &grad_comm, "auto|fp32|bf16", "the gradients' type on the wire "
                  "(auto: bf16 when --precision computes in bf16, but on the GPU's own "
-                 "collectives, else fp32; stage 06)"),
+                 "collectives, else fp32; ddp_bf16.c)"),
     };
-    nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
-    flags_parse(flags, nf, argc, argv, "ddp_train [flags]",
-                "Data-parallel training: every rank a full replica, gradients all-reduced each step.");
-    GPTConfig cfg;
-    train_resolve(&a, &cfg);
-    Device dev;
-    device_parse(a.device, &dev);
+    TrainJob j;
+    train_job_parse(&j, argc, argv, mine, FLAG_COUNT(mine), "ddp_train [flags]",
+                    "Data-parallel training: every rank a full replica, gradients all-reduced each step.");
+    Device dev = j.dev;
     GPTRecipe recipe = PREC_FP32;
-    gpt_recipe_parse(a.precision, &recipe);
+    gpt_recipe_parse(j.a.precision, &recipe);
     // auto: bf16 when the recipe computes in bf16, where it can go: on the CPU, or on a
     // GPU through host memory (--gpu-comm host); the GPU collectives keep fp32.
     int wire_bf16 = strcmp(grad_comm, "bf16") == 0 ||
@@ -62,28 +54,17 @@ int main(int argc, char **argv) {
                      (dev == DEV_CPU || strcmp(gpu_comm, "host") == 0));
     if (wire_bf16 && dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
         flags_fail("--grad-comm bf16 with --device cuda goes through host memory: add --gpu-comm host");
-    if (dev == DEV_CPU && flag_given(flags, nf, "--gpu-comm"))
+    if (dev == DEV_CPU && flag_given(j.flags, j.nf, "--gpu-comm"))
         flags_fail("--gpu-comm %s needs --device cuda", gpu_comm);
-    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts,
-                     .elastic = a.elastic};
+    CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
-    // Before the fork: a broken GPU, or ranks that would share a GPU whose compute
-    // mode forbids it, is refused once here, not by every rank after it.
-    if (dev == DEV_CUDA) gpu_check_launch(np);
-    Comm *c = comm_launch(&cc);  // from here on, this is one rank of many
-    char conf[COMM_CONFIG_BYTES];  // every rank the same flags (mpirun: each its own command line)
-    train_config_words(&a, &cfg, conf, sizeof conf);
-    size_t len = strlen(conf);
-    snprintf(conf + len, sizeof conf - len, " --np=%d --algo=%s --gpu-comm=%s --grad-comm=%s",
-             comm_size(c), algo, gpu_comm, wire_bf16 ? "bf16" : "fp32");
-    comm_check_same_config(c, conf);
+    char words[128];  // every rank the same flags (mpirun: each its own command line)
+    snprintf(words, sizeof words, "--algo=%s --gpu-comm=%s --grad-comm=%s", algo, gpu_comm,
+             wire_bf16 ? "bf16" : "fp32");
+    train_job_launch(&j, &cc, words);  // from here on, this is one rank of many
+    Ctx *ctx = &j.ctx;
+    Comm *c = j.comm;
 
-    // CUDA is touched only now, in each rank: it does not survive the launcher's fork.
-    Ctx ctx;
-    if (dev == DEV_CUDA) ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), a.threads, a.device_mem);
-    else ctx_init(&ctx, dev, a.threads, a.device_mem);
-    ctx.rank = comm_rank(c);
-    ctx.world = comm_size(c);
     DDP d;
     Algo al;
     algo_parse(algo, &al);
@@ -91,29 +72,26 @@ int main(int argc, char **argv) {
     ddp_init(&d, c, world, al);
     GpuComm *gc = NULL;
     if (dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
-        gc = gpu_comm_new(c, world, &ctx, strcmp(gpu_comm, "nccl") == 0  ? GPU_NCCL
-                                          : strcmp(gpu_comm, "ipc") == 0 ? GPU_IPC
-                                                                         : GPU_AUTO);
+        gc = gpu_comm_new(c, world, ctx, strcmp(gpu_comm, "nccl") == 0  ? GPU_NCCL
+                                         : strcmp(gpu_comm, "ipc") == 0 ? GPU_IPC
+                                                                        : GPU_AUTO);
     d.gpu = gc;  // after ddp_init, which clears the struct
     char label[256];
     if (gc)
-        snprintf(label, sizeof label, "DDP over %d rank%s (all-reduce GPU to GPU: %s)", ctx.world,
-                 ctx.world == 1 ? "" : "s", gpu_comm_describe(gc));
+        snprintf(label, sizeof label, "DDP over %d rank%s (all-reduce GPU to GPU: %s)", ctx->world,
+                 ctx->world == 1 ? "" : "s", gpu_comm_describe(gc));
     else
-        snprintf(label, sizeof label, "DDP over %d rank%s (%s all-reduce, %s%s%s)", ctx.world,
-                 ctx.world == 1 ? "" : "s", algo_name(al), transport_name(comm_transport(c)),
+        snprintf(label, sizeof label, "DDP over %d rank%s (%s all-reduce, %s%s%s)", ctx->world,
+                 ctx->world == 1 ? "" : "s", algo_name(al), transport_name(comm_transport(c)),
                  dev == DEV_CUDA ? ", gradients staged through host memory" : "",
                  wire_bf16 ? ", gradients sent as bf16" : "");
     char layout[64];  // for a checkpoint's manifest
-    snprintf(layout, sizeof layout, "dp=%d tp=1 pp=1 zero=0", ctx.world);
-    TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
-                    .local_cores = comm_local_cores(c),
-                    .sync_grads = wire_bf16 ? sync_grads_bf16 : sync_grads,
-                    .sync_params = sync_params, .arg = &d, .label = label, .comm = c,
-                    .group = world, .layout = layout};
-    train_run(&a, &ctx, &h);
+    snprintf(layout, sizeof layout, "dp=%d tp=1 pp=1 zero=0", ctx->world);
+    TrainHooks h = {.sync_grads = wire_bf16 ? sync_grads_bf16 : sync_grads,
+                    .sync_params = sync_params, .arg = &d, .label = label, .layout = layout};
+    train_run(&j, &h);
     const CommCounter *k = comm_counters(c);
-    if (ctx.rank == 0)
+    if (ctx->rank == 0)
         log_info("communication (rank 0): all-reduce %llu calls, %.2f MB sent, %.2f MB received%s",
                  (unsigned long long)k[COLL_ALLREDUCE].calls, k[COLL_ALLREDUCE].bytes_sent / 1e6,
                  k[COLL_ALLREDUCE].bytes_recv / 1e6,
@@ -121,7 +99,6 @@ int main(int argc, char **argv) {
                  "here)" : "");
     gpu_comm_free(gc);  // collective; before the stream it uses goes away
     ddp_free(&d, NULL);  // the host staging buffer of a GPU run through host memory
-    ctx_destroy(&ctx);
-    comm_finalize(c);
+    train_job_end(&j);
     return 0;
 }

@@ -28,16 +28,12 @@ static void barrier(GPT *g, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    TrainArgs a;
-    train_args_default(&a);
     int np = 1, no_overlap = 0, no_prefetch = 0, no_reshard = 0, unit_layers = 1, shard_size = 0;
     int kill_rank = -1, kill_at = 0, stall_rank = -1, stall_at = 0;
     double timeout = 60, bucket_mb = 25;
     const char *strategy = "ddp", *algo = "ring", *transport = "shm", *trace = NULL;
     const char *grad_comm = "auto", *param_comm = "auto";
-    Flag flags[TRAIN_MAX_FLAGS + 20];
-    int nf = train_flags(&a, flags);
-    Flag extra[] = {
+    Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
         F_CHOICE("--strategy", &strategy, "ddp|zero1|zero2|zero3|fsdp|hsdp", "what is sharded "
                  "(03_bucketing_zero/README.md)"),
@@ -71,13 +67,11 @@ int main(int argc, char **argv) {
         F_INT_SENTINEL("--stall-at", &stall_at, 1, 1 << 30, "0 = unset",
                        "... when it starts world collective number N"),
     };
-    nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
-    flags_parse(flags, nf, argc, argv, "sharded_train [flags]",
-                "Data-parallel training with gradient buckets overlapped with backward, and "
-                "ZeRO-1/2/3, FSDP or HSDP sharding.");
+    TrainJob j;
+    train_job_parse(&j, argc, argv, mine, FLAG_COUNT(mine), "sharded_train [flags]",
+                    "Data-parallel training with gradient buckets overlapped with backward, and "
+                    "ZeRO-1/2/3, FSDP or HSDP sharding.");
     if (trace) timeline_check_output(trace);  // written at the end: a bad path fails now
-    GPTConfig cfg;
-    train_resolve(&a, &cfg);
     ShardConfig sc = {.overlap = !no_overlap, .prefetch = !no_prefetch, .reshard = !no_reshard,
                       .unit_layers = unit_layers, .shard_size = shard_size,
                       .bucket_bytes = (size_t)llround(bucket_mb * 1e6)};
@@ -89,92 +83,78 @@ int main(int argc, char **argv) {
     if ((no_prefetch || no_reshard) && !stage3)
         flags_fail("%s is for zero3, fsdp and hsdp (they gather weights; --strategy %s keeps "
                    "them whole)", no_prefetch ? "--no-prefetch" : "--no-reshard", strategy);
-    if (flag_given(flags, nf, "--fsdp-unit-layers") && sc.kind != SH_FSDP && sc.kind != SH_HSDP)
+    if (flag_given(j.flags, j.nf, "--fsdp-unit-layers") && sc.kind != SH_FSDP && sc.kind != SH_HSDP)
         flags_fail("--fsdp-unit-layers is for fsdp and hsdp");
-    if (a.elastic && shard_size) flags_fail("--elastic with --shard-size: one rank fewer breaks the "
-                                            "shard groups");
+    // (--elastic is stage 07's: a program linked without that stage has no such flag.)
+    if (flag_on(j.flags, j.nf, "--elastic") && shard_size)
+        flags_fail("--elastic with --shard-size: one rank fewer breaks the shard groups");
     // fp8 keeps its scales per linear layer, known by where its weight lives; ZeRO-3
     // and FSDP gather every layer's weights into the same buffers.
-    if (strcmp(a.precision, "fp8") == 0 && (sc.kind == SH_ZERO3 || sc.kind == SH_FSDP ||
+    if (strcmp(j.a.precision, "fp8") == 0 && (sc.kind == SH_ZERO3 || sc.kind == SH_FSDP ||
                                             sc.kind == SH_HSDP))
         flags_fail("--precision fp8 is not for --strategy %s (the gathered weights share "
                    "buffers): use ddp, zero1 or zero2", strategy);
     if (shard_size && np > 1 && np % shard_size)
         flags_fail("--shard-size %d does not divide --np %d", shard_size, np);
-    // The types on the wire (stage 06): auto picks bf16 when the recipe's values are
-    // bf16 (on a GPU too: checked on an H200, results/gpu/2026-11-26-h200).
-    Device dev;
-    device_parse(a.device, &dev);
+    // The types on the wire: auto picks bf16 when the recipe's values are bf16 (on a
+    // GPU too: checked on an H200, results/gpu/2026-11-26-h200).
     GPTRecipe recipe = PREC_FP32;
-    gpt_recipe_parse(a.precision, &recipe);
+    gpt_recipe_parse(j.a.precision, &recipe);
     int bf16_values = gpt_recipe_dtype(recipe) == DT_BF16;
     if (strcmp(param_comm, "bf16") == 0 && !bf16_values)
         flags_fail("--param-comm bf16 with --precision %s: its weights are not bf16 values, and "
-                   "sending them as bf16 would round them", a.precision);
+                   "sending them as bf16 would round them", j.a.precision);
     sc.grad_wire = strcmp(grad_comm, "bf16") == 0 ||
                    (strcmp(grad_comm, "auto") == 0 && bf16_values) ? DT_BF16 : DT_F32;
     sc.param_wire = strcmp(param_comm, "bf16") == 0 ||
                     (strcmp(param_comm, "auto") == 0 && bf16_values) ? DT_BF16 : DT_F32;
     if ((kill_rank >= 0) != (kill_at > 0)) flags_fail("--kill-rank and --kill-at go together");
     if ((stall_rank >= 0) != (stall_at > 0)) flags_fail("--stall-rank and --stall-at go together");
-    if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: a GPU each, or a shared one
-    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts,
-                     .elastic = a.elastic};
+    CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
-    Comm *c = comm_launch(&cc);  // from here on, one rank of many
-
-    char conf[COMM_CONFIG_BYTES];
-    train_config_words(&a, &cfg, conf, sizeof conf);
-    size_t len = strlen(conf);
-    snprintf(conf + len, sizeof conf - len, " --np=%d --strategy=%s --algo=%s --bucket-mb=%g "
-             "--overlap=%d --prefetch=%d --reshard=%d --fsdp-unit-layers=%d --shard-size=%d "
-             "--grad-comm=%s --param-comm=%s", comm_size(c), strategy, algo, bucket_mb,
-             sc.overlap, sc.prefetch, sc.reshard, unit_layers, shard_size,
-             dtype_name(sc.grad_wire), dtype_name(sc.param_wire));
-    comm_check_same_config(c, conf);
-
-    // CUDA is touched only now, in each rank: it does not survive the launcher's fork.
-    Ctx ctx;
-    if (dev == DEV_CUDA) ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), a.threads, a.device_mem);
-    else ctx_init(&ctx, dev, a.threads, a.device_mem);
-    ctx.rank = comm_rank(c);
-    ctx.world = comm_size(c);
+    char words[512];
+    snprintf(words, sizeof words, "--strategy=%s --algo=%s --bucket-mb=%g --overlap=%d "
+             "--prefetch=%d --reshard=%d --fsdp-unit-layers=%d --shard-size=%d --grad-comm=%s "
+             "--param-comm=%s", strategy, algo, bucket_mb, sc.overlap, sc.prefetch, sc.reshard,
+             unit_layers, shard_size, dtype_name(sc.grad_wire), dtype_name(sc.param_wire));
+    train_job_launch(&j, &cc, words);  // from here on, one rank of many
+    Ctx *ctx = &j.ctx;
+    Comm *c = j.comm;
     Group *world = comm_world(c);
     Timeline tl;
     timeline_init(&tl, trace != NULL);
     // (Checked in the first attempt: after an elastic restart gave a rank up, the world
     // is smaller than the flags', and a fault aimed past it has struck already.)
     int first_attempt = comm_ranks_dropped() == 0 && comm_attempt() == 0;
-    CHECK(!first_attempt || (kill_rank < ctx.world && stall_rank < ctx.world),
+    CHECK(!first_attempt || (kill_rank < ctx->world && stall_rank < ctx->world),
           "--%s-rank %d: there are %d ranks (0 to %d)",
-          kill_rank >= ctx.world ? "kill" : "stall", kill_rank >= ctx.world ? kill_rank : stall_rank,
-          ctx.world, ctx.world - 1);
+          kill_rank >= ctx->world ? "kill" : "stall", kill_rank >= ctx->world ? kill_rank : stall_rank,
+          ctx->world, ctx->world - 1);
     if (kill_rank >= 0) comm_inject_kill(c, kill_rank, kill_at);
     if (stall_rank >= 0) comm_inject_stall(c, stall_rank, stall_at);
-    Sharded *s = sharded_new(c, world, &ctx, &sc, &tl);
+    Sharded *s = sharded_new(c, world, ctx, &sc, &tl);
     char label[256];
     sharded_describe(s, label, sizeof label);
     char layout[64];  // for a checkpoint's manifest
-    snprintf(layout, sizeof layout, "dp=%d tp=1 pp=1 strategy=%s", ctx.world, shard_kind_name(s->cfg.kind));
-    TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
-                    .local_cores = comm_local_cores(c), .label = label, .strategy = &s->strategy,
-                    .sync_params = barrier, .arg = s, .comm = c, .group = world, .layout = layout};
-    train_run(&a, &ctx, &h);
+    snprintf(layout, sizeof layout, "dp=%d tp=1 pp=1 strategy=%s", ctx->world, shard_kind_name(s->cfg.kind));
+    TrainHooks h = {.label = label, .strategy = &s->strategy, .sync_params = barrier, .arg = s,
+                    .layout = layout};
+    train_run(&j, &h);
 
     // A fault asked for and never struck is a failed test, not a clean run. (In the first
     // attempt only: a restarted one resumes, and runs fewer collectives than it counts.)
-    int64_t target = !first_attempt ? -1 : ctx.rank == kill_rank ? kill_at
-                     : ctx.rank == stall_rank ? stall_at : -1;
+    int64_t target = !first_attempt ? -1 : ctx->rank == kill_rank ? kill_at
+                     : ctx->rank == stall_rank ? stall_at : -1;
     CHECK(target < 0 || (int64_t)world->seq >= target, "--%s-at %lld never came: this rank started "
-          "%llu world collectives", ctx.rank == kill_rank ? "kill" : "stall", (long long)target,
+          "%llu world collectives", ctx->rank == kill_rank ? "kill" : "stall", (long long)target,
           (unsigned long long)world->seq);
     unsigned long long sent = s->step_bytes;
     long late = s->prefetch_late;
     int audited = s->cfg.kind >= SH_ZERO3 && s->cfg.prefetch;  // stage 3, prefetching
     sharded_free(s);  // the progress thread stops: the Comm is the main thread's again
-    ledger_print_mem_line(&ctx.ledger, stdout, ctx.rank, "");
-    printf("BYTES rank=%d sent_per_step=%llu\n", ctx.rank, sent);
-    if (audited) printf("PREFETCH rank=%d late=%ld\n", ctx.rank, late);
+    ledger_print_mem_line(&ctx->ledger, stdout, ctx->rank, "");
+    printf("BYTES rank=%d sent_per_step=%llu\n", ctx->rank, sent);
+    if (audited) printf("PREFETCH rank=%d late=%ld\n", ctx->rank, late);
     fflush(stdout);
     if (trace) {
         double comm_s, hidden_s;
@@ -183,13 +163,12 @@ int main(int argc, char **argv) {
         snprintf(json, sizeof json, "%s.json", trace);
         snprintf(dat, sizeof dat, "%s.dat", trace);
         int rc = timeline_write(&tl, c, world, json, dat);
-        printf("OVERLAP rank=%d comm_ms=%.3f hidden_ms=%.3f overlap=%.1f%%\n", ctx.rank,
+        printf("OVERLAP rank=%d comm_ms=%.3f hidden_ms=%.3f overlap=%.1f%%\n", ctx->rank,
                comm_s * 1e3, hidden_s * 1e3, comm_s > 0 ? 100.0 * hidden_s / comm_s : 0.0);
-        if (ctx.rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
+        if (ctx->rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
         fflush(stdout);
     }
     timeline_free(&tl);
-    ctx_destroy(&ctx);
-    comm_finalize(c);
+    train_job_end(&j);
     return 0;
 }

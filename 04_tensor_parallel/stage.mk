@@ -4,9 +4,9 @@
 #   make stage-4     tests, the demo, the sweep and plots into $(RESULTS)/04_tensor_parallel/
 #   make grade-4     the same tests against 04_tensor_parallel/exercises/ (PART=name)
 S04 := 04_tensor_parallel
-# linear.c and vocab_ce.c are the exercises (EX=1 swaps them). The collectives and
-# DDP come from stage 02's reference, the calculator from stage 01's: this stage
-# grades this stage's code.
+# linear.c and vocab_ce.c are the exercises (make grade-4, EX=4, swaps them). The
+# collectives and DDP come from stage 02, the calculator from stage 01 (their
+# references when grading: this stage grades this stage's code).
 S04_OBJS := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
             $(patsubst %,$(BUILD)/$(S04)/%.o,conjugate vocab_embed tp_model) \
             $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o \
@@ -14,6 +14,7 @@ S04_OBJS := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
 S04_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memory_plan.o
 S04_BINS := $(BUILD)/tp_train $(BUILD)/tests/test_tp
 BINS += $(S04_BINS)
+DRIVERS += $(BUILD)/tp_train
 
 $(BUILD)/$(S04)/%.o: CFLAGS += -I$(S02) -I$(S04)
 $(BUILD)/tests/test_tp.o: CFLAGS += -I$(S02) -I$(S04) -I01_memory_wall
@@ -21,11 +22,11 @@ $(filter $(BUILD)/$(S04)/%,$(S04_OBJS)) $(BUILD)/$(S04)/tp_train.o \
   $(BUILD)/tests/test_tp.o: $(wildcard $(S04)/*.h) $(wildcard $(S02)/*.h)
 
 $(BUILD)/tp_train: $(BUILD)/$(S04)/tp_train.o $(S04_OBJS) $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 $(BUILD)/tests/test_tp: $(BUILD)/tests/test_tp.o $(S04_OBJS) $(S04_CALC) $(CORE_OBJS)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(LINK)
 
-.PHONY: stage-4
-stage-4: all
+.PHONY: stage-run-4
+stage-run-4:
 	@BUILD=$(BUILD) bash tests/run.sh stage04
 	@BUILD=$(BUILD) RESULTS=$(RESULTS) bash $(S04)/run_stage.sh

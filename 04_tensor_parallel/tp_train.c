@@ -27,14 +27,10 @@ static void barrier(GPT *g, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    TrainArgs a;
-    train_args_default(&a);
     int np = 1, tp = 0, sp = 0;
     double timeout = 60;
     const char *algo = "ring", *transport = "shm";
-    Flag flags[TRAIN_MAX_FLAGS + 8];
-    int nf = train_flags(&a, flags);
-    Flag extra[] = {
+    Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
         F_INT_SENTINEL("--tp", &tp, 1, COMM_MAX_RANKS, "0 = all ranks", "tensor-parallel ranks "
                        "per group; must divide the ranks and --heads (the rest is data parallel)"),
@@ -44,50 +40,39 @@ int main(int argc, char **argv) {
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
     };
-    nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
-    flags_parse(flags, nf, argc, argv, "tp_train [flags]",
-                "Megatron tensor parallelism (with sequence parallelism), composed with data "
-                "parallelism over a dp x tp mesh of ranks.");
-    GPTConfig cfg;
-    train_resolve(&a, &cfg);
+    TrainJob j;
+    train_job_parse(&j, argc, argv, mine, FLAG_COUNT(mine), "tp_train [flags]",
+                    "Megatron tensor parallelism (with sequence parallelism), composed with data "
+                    "parallelism over a dp x tp mesh of ranks.");
+    const GPTConfig *cfg = &j.cfg;
     // Everything that can be wrong with the layout is said before any rank starts.
-    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
+    CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
     int world = comm_planned_size(&cc);
-    if (a.elastic) flags_fail("--elastic: a tensor-parallel layout cannot lose one rank (use "
-                              "ddp_train or sharded_train)");
+    if (flag_on(j.flags, j.nf, "--elastic"))  // (stage 07's flag, where it is linked in)
+        flags_fail("--elastic: a tensor-parallel layout cannot lose one rank (use ddp_train or "
+                   "sharded_train)");
     if (tp == 0) tp = world;
     if (world % tp) flags_fail("--tp %d does not divide the %d ranks (--np)", tp, world);
     char err[200];
-    if (gpt_tp_error(&cfg, tp, sp, a.batch, cfg.seq_len, err, sizeof err)) flags_fail("%s", err);
-    if (tp > 1 && strcmp(a.precision, "fp8") == 0)
+    if (gpt_tp_error(cfg, tp, sp, j.a.batch, cfg->seq_len, err, sizeof err)) flags_fail("%s", err);
+    if (tp > 1 && strcmp(j.a.precision, "fp8") == 0)
         flags_fail("--precision fp8 casts the serial linear layers: not with --tp %d", tp);
     Algo al;
     algo_parse(algo, &al);
-    Device dev;
-    device_parse(a.device, &dev);
-    if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork
-    Comm *c = comm_launch(&cc);  // from here on, one rank of many
+    char words[64];
+    snprintf(words, sizeof words, "--tp=%d --sp=%d --algo=%s", tp, sp, algo);
+    train_job_launch(&j, &cc, words);  // from here on, one rank of many
+    Comm *c = j.comm;
+    Ctx *ctx = &j.ctx;
     CHECK(comm_size(c) % tp == 0, "--tp %d does not divide the %d ranks", tp, comm_size(c));
-    char conf[COMM_CONFIG_BYTES];
-    train_config_words(&a, &cfg, conf, sizeof conf);
-    size_t len = strlen(conf);
-    snprintf(conf + len, sizeof conf - len, " --np=%d --tp=%d --sp=%d --algo=%s", comm_size(c),
-             tp, sp, algo);
-    comm_check_same_config(c, conf);
-
-    Ctx ctx;
-    if (dev == DEV_CUDA) ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), a.threads, a.device_mem);
-    else ctx_init(&ctx, dev, a.threads, a.device_mem);
-    ctx.rank = comm_rank(c);
-    ctx.world = comm_size(c);
     int dp = comm_size(c) / tp;
     Group dpg, tpg, ppg;
     comm_mesh(c, dp, tp, 1, &dpg, &tpg, &ppg);
     GpuComm *gtp = NULL, *gdp = NULL;
-    if (dev == DEV_CUDA) {
-        if (tp > 1) gtp = gpu_comm_new(c, &tpg, &ctx, GPU_AUTO);
-        if (dp > 1) gdp = gpu_comm_new(c, &dpg, &ctx, GPU_AUTO);
+    if (j.dev == DEV_CUDA) {
+        if (tp > 1) gtp = gpu_comm_new(c, &tpg, ctx, GPU_AUTO);
+        if (dp > 1) gdp = gpu_comm_new(c, &dpg, ctx, GPU_AUTO);
     }
     TPTrain s;
     tp_train_init(&s, c, &tpg, &dpg, al, sp, gtp, gdp);
@@ -96,20 +81,17 @@ int main(int argc, char **argv) {
              gtp ? gpu_comm_describe(gtp) : algo_name(al), gtp ? "" : " collectives");
     char layout[64];  // for a checkpoint's manifest
     snprintf(layout, sizeof layout, "dp=%d tp=%d pp=1%s", dp, tp, s.tp.sp ? " sp" : "");
-    TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
-                    .local_cores = comm_local_cores(c), .data_rank = dpg.rank, .data_world = dp,
-                    .label = label, .strategy = &s.strategy, .sync_params = barrier, .arg = &s,
-                    .comm = c, .group = comm_world(c), .layout = layout};
-    TrainResult res = train_run(&a, &ctx, &h);
+    TrainHooks h = {.data_rank = dpg.rank, .data_world = dp, .label = label,
+                    .strategy = &s.strategy, .sync_params = barrier, .arg = &s, .layout = layout};
+    TrainResult res = train_run(&j, &h);
 
-    ledger_print_mem_line(&ctx.ledger, stdout, ctx.rank, "");
-    printf("BYTES rank=%d sent_per_step=%llu\n", ctx.rank, s.step_bytes);
-    printf("TPCOMM rank=%d tp_ms=%.3f step_ms=%.3f share=%.1f%%\n", ctx.rank, s.step_tp_s * 1e3,
+    ledger_print_mem_line(&ctx->ledger, stdout, ctx->rank, "");
+    printf("BYTES rank=%d sent_per_step=%llu\n", ctx->rank, s.step_bytes);
+    printf("TPCOMM rank=%d tp_ms=%.3f step_ms=%.3f share=%.1f%%\n", ctx->rank, s.step_tp_s * 1e3,
            res.ms_per_step, res.ms_per_step > 0 ? 100.0 * s.step_tp_s * 1e3 / res.ms_per_step : 0);
     fflush(stdout);
     gpu_comm_free(gdp);
     gpu_comm_free(gtp);
-    ctx_destroy(&ctx);
-    comm_finalize(c);
+    train_job_end(&j);
     return 0;
 }

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "checkpoint.h"
+#include "train_state.h"
 #include "ops.h"
 #include "pipe.h"
 
@@ -79,8 +79,9 @@ static float pipe_micro_batches(GPT *g, const int *tokens, const int *targets, i
         P->B = B;
         P->T = T;
         // The trainer set the recompute and the precision on the chunk it knows (g,
-        // chunk 0); the others take them from it (stage 06).
+        // chunk 0), and a later stage its plugins (stage 06); the others take them from it.
         for (int c = 1; c < P->v; c++) {
+            P->model[c]->plugins = g->plugins;
             gpt_set_recompute(P->model[c], g->recompute, g->recompute_every);
             gpt_set_precision(P->model[c], g->prec.recipe, g->prec.seed);
             gpt_set_acts_fp32(P->model[c], g->acts_fp32);

@@ -31,14 +31,10 @@ static void barrier(GPT *g, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    TrainArgs a;
-    train_args_default(&a);
     int np = 1, pp = 0, tp = 1, sp = 0, chunks = 0, kill_rank = -1, kill_at = -1, zero1 = 0;
     double timeout = 60;
     const char *sched = "1f1b", *algo = "ring", *transport = "shm", *trace = NULL;
-    Flag flags[TRAIN_MAX_FLAGS + 12];
-    int nf = train_flags(&a, flags);
-    Flag extra[] = {
+    Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
         F_INT_SENTINEL("--pp", &pp, 1, PP_MAX_STAGES, "0 = the ranks / --tp", "pipeline stages"),
         F_INT("--tp", &tp, 1, COMM_MAX_RANKS, "tensor-parallel ranks inside each stage"),
@@ -56,17 +52,18 @@ int main(int argc, char **argv) {
         F_INT_SENTINEL("--kill-at", &kill_at, 0, 1 << 30, "-1 = unset",
                        "... at this action of its first step's schedule"),
     };
-    nf = flags_append(flags, nf, FLAG_COUNT(flags), extra, FLAG_COUNT(extra));
-    flags_parse(flags, nf, argc, argv, "pp_train [flags]",
-                "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B, zero-bubble ZB-H1) composed "
-                "with tensor and data parallelism over a dp x tp x pp mesh of ranks.");
+    TrainJob j;
+    train_job_parse(&j, argc, argv, mine, FLAG_COUNT(mine), "pp_train [flags]",
+                    "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B, zero-bubble ZB-H1) "
+                    "composed with tensor and data parallelism over a dp x tp x pp mesh of ranks.");
+    const GPTConfig *cfg = &j.cfg;
+    const TrainArgs *a = &j.a;
     if (trace) timeline_check_output(trace);  // written at the end: a bad path fails now
-    if (a.elastic) flags_fail("--elastic: a pipeline cannot lose one rank (use ddp_train or "
-                              "sharded_train)");
-    GPTConfig cfg;
-    train_resolve(&a, &cfg);
+    // (--elastic and --recompute are later stages' flags, where they are linked in.)
+    if (flag_on(j.flags, j.nf, "--elastic"))
+        flags_fail("--elastic: a pipeline cannot lose one rank (use ddp_train or sharded_train)");
     // Everything that can be wrong with the layout is said before any rank starts.
-    CommConfig cc = {.np = np, .timeout_s = timeout, .max_restarts = a.max_restarts};
+    CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
     int world = comm_planned_size(&cc);
     if (world % tp) flags_fail("--tp %d does not divide the %d ranks", tp, world);
@@ -81,33 +78,29 @@ int main(int argc, char **argv) {
     sched_parse(sched, &kind);
     char err[512];
     chunks = sched_chunks(kind, chunks);
-    if (pp_error(&cfg, pp, chunks, err, sizeof err)) flags_fail("%s", err);
-    if (gpt_tp_error(&cfg, tp, sp, a.batch, cfg.seq_len, err, sizeof err)) flags_fail("%s", err);
+    if (pp_error(cfg, pp, chunks, err, sizeof err)) flags_fail("%s", err);
+    if (gpt_tp_error(cfg, tp, sp, a->batch, cfg->seq_len, err, sizeof err)) flags_fail("%s", err);
     if (kind == SCHED_ZB_H1 && tp > 1)
         flags_fail("--schedule zb-h1 splits the backward of the serial layers: not with --tp %d", tp);
-    if (kind == SCHED_ZB_H1 && strcmp(a.recompute, "full") == 0)
+    if (kind == SCHED_ZB_H1 && flag_is(j.flags, j.nf, "--recompute", "full"))
         flags_fail("--schedule zb-h1 keeps activations for its weight pass: not with --recompute full");
-    if (strcmp(a.precision, "fp8") == 0)
+    if (strcmp(a->precision, "fp8") == 0)
         flags_fail("--precision fp8 is for one process or data parallelism (build/train, "
                    "build/ddp_train), not a pipeline yet");
-    PPSchedule *S = sched_build(kind, pp, a.accum, chunks, err, sizeof err);
+    PPSchedule *S = sched_build(kind, pp, a->accum, chunks, err, sizeof err);
     if (!S) flags_fail("%s%s", err, strstr(err, "micro-batches") ? " (m is --grad-accum)" : "");
     if (sched_check(S, err, sizeof err))
         flags_fail("the %s schedule (%s) is not sound: %s", sched, sched_source(kind), err);
     if ((kill_rank >= 0) != (kill_at >= 0)) flags_fail("--kill-rank and --kill-at go together");
     Algo al;
     algo_parse(algo, &al);
-    Device dev;
-    device_parse(a.device, &dev);
-    if (dev == DEV_CUDA) gpu_check_launch(np);  // a usable GPU, shareable: before the fork
-    Comm *c = comm_launch(&cc);  // from here on, one rank of many
-    char conf[COMM_CONFIG_BYTES];
-    train_config_words(&a, &cfg, conf, sizeof conf);
-    size_t len = strlen(conf);
-    snprintf(conf + len, sizeof conf - len, " --np=%d --pp=%d --tp=%d --sp=%d --zero1=%d "
-             "--schedule=%s --chunks=%d --algo=%s", comm_size(c), pp, tp, sp, zero1, sched,
-             chunks, algo);
-    comm_check_same_config(c, conf);
+    Device dev = j.dev;
+    char words[160];
+    snprintf(words, sizeof words, "--pp=%d --tp=%d --sp=%d --zero1=%d --schedule=%s --chunks=%d "
+             "--algo=%s", pp, tp, sp, zero1, sched, chunks, algo);
+    train_job_launch(&j, &cc, words);  // from here on, one rank of many
+    Comm *c = j.comm;
+    Ctx *ctx = &j.ctx;
     // The pipeline's GPU messages: over NCCL when every rank has a GPU of its own
     // (GPU_AUTO), over CUDA IPC when ranks share one. NCCL runs each rank's messages
     // in posting order (comm_cuda_p2p_nccl.cu), so the schedule must finish under
@@ -126,13 +119,6 @@ int main(int argc, char **argv) {
                      "posting order): the pipeline's GPU messages go over CUDA IPC", sched);
     }
 
-    Ctx ctx;
-    if (dev == DEV_CUDA)
-        ctx_init_device(&ctx, DEV_CUDA, gpu_pick_device(c), a.threads, a.device_mem);
-    else
-        ctx_init(&ctx, dev, a.threads, a.device_mem);
-    ctx.rank = comm_rank(c);
-    ctx.world = comm_size(c);
     int dp = comm_size(c) / (tp * pp);
     Group dpg, tpg, ppg;
     comm_mesh(c, dp, tp, pp, &dpg, &tpg, &ppg);
@@ -142,54 +128,51 @@ int main(int argc, char **argv) {
     GpuComm *gpp = NULL, *gtp = NULL, *gdp = NULL;
     if (dev == DEV_CUDA) {
         if (pp > 1) {
-            gpp = gpu_comm_new(c, &ppg, &ctx, pp_want);
+            gpp = gpu_comm_new(c, &ppg, ctx, pp_want);
             gpu_p2p_prepare(gpp);
         }
-        if (tp > 1) gtp = gpu_comm_new(c, &tpg, &ctx, GPU_AUTO);
-        if (dp > 1) gdp = gpu_comm_new(c, &dpg, &ctx, GPU_AUTO);
+        if (tp > 1) gtp = gpu_comm_new(c, &tpg, ctx, GPU_AUTO);
+        if (dp > 1) gdp = gpu_comm_new(c, &dpg, ctx, GPU_AUTO);
     }
     TensorParallel tps = {.comm = c, .group = &tpg, .algo = al, .gpu = gtp, .sp = sp};
     Timeline tl;
     timeline_init(&tl, trace != NULL);
     Pipe P;
     pipe_init(&P, c, &ppg, &dpg, tp > 1 ? &tps : NULL, al, S, &tl);
-    CHECK(kill_rank < ctx.world, "--kill-rank %d: there are %d ranks (0 to %d)", kill_rank, ctx.world,
-          ctx.world - 1);
-    if (ctx.rank == kill_rank) P.kill_at = kill_at;
+    CHECK(kill_rank < ctx->world, "--kill-rank %d: there are %d ranks (0 to %d)", kill_rank, ctx->world,
+          ctx->world - 1);
+    if (ctx->rank == kill_rank) P.kill_at = kill_at;
     P.zero1 = zero1;
     P.gpu = gpp;
     P.gpu_dp = gdp;
     char label[400], chunk_words[32];
     snprintf(chunk_words, sizeof chunk_words, ", %d chunks a rank", chunks);
     snprintf(label, sizeof label, "PP %d (%s%s, %d micro-batches) x TP %d%s x DP %d%s%s%s", pp,
-             sched, chunks > 1 ? chunk_words : "", a.accum, tp, sp ? " + SP" : "", dp,
+             sched, chunks > 1 ? chunk_words : "", a->accum, tp, sp ? " + SP" : "", dp,
              zero1 ? " (ZeRO-1)" : "", gpp ? "; the pipeline group on GPUs: " : "",
              gpp ? gpu_comm_describe(gpp) : "");
     char layout[96];  // for a checkpoint's manifest
     snprintf(layout, sizeof layout, "dp=%d tp=%d pp=%d chunks=%d%s%s", dp, tp, pp, chunks,
              sp ? " sp" : "", zero1 ? " zero1" : "");
-    TrainHooks h = {.rank = ctx.rank, .world = ctx.world, .local_ranks = comm_local_size(c),
-                    .local_cores = comm_local_cores(c), .data_rank = dpg.rank, .data_world = dp,
-                    .label = label, .strategy = &P.strategy, .sync_params = barrier, .arg = &P,
-                    .comm = c, .group = comm_world(c), .layout = layout};
-    train_run(&a, &ctx, &h);
+    TrainHooks h = {.data_rank = dpg.rank, .data_world = dp, .label = label,
+                    .strategy = &P.strategy, .sync_params = barrier, .arg = &P, .layout = layout};
+    train_run(&j, &h);
 
     char where[64];
     snprintf(where, sizeof where, "stage=%d in_flight=%d", ppg.rank, sched_max_in_flight(S, ppg.rank));
-    ledger_print_mem_line(&ctx.ledger, stdout, ctx.rank, where);
+    ledger_print_mem_line(&ctx->ledger, stdout, ctx->rank, where);
     if (trace) {
         char json[1024], dat[1024];
         snprintf(json, sizeof json, "%s.json", trace);
         snprintf(dat, sizeof dat, "%s.dat", trace);
         int rc = timeline_write(&tl, c, comm_world(c), json, dat);
-        if (ctx.rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
+        if (ctx->rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
     }
     timeline_free(&tl);
     gpu_comm_free(gdp);  // collectives too: every member frees them in this order
     gpu_comm_free(gtp);
     gpu_comm_free(gpp);
-    ctx_destroy(&ctx);
     sched_free(S);
-    comm_finalize(c);
+    train_job_end(&j);
     return 0;
 }

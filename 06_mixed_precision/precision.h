@@ -1,5 +1,5 @@
 // precision.h — stage 06's primitives: stochastic rounding to bf16, dynamic loss
-// scaling, and the per-tensor scales of fp8 training.
+// scaling, the per-tensor scales of fp8 training, and activation recompute.
 //
 // Three ways training keeps its accuracy when tensors are stored in fewer bits:
 //
@@ -20,14 +20,22 @@
 //                 largest |x| (amax) of the last few steps, so that the tensor's
 //                 largest values land near the format's largest finite one.
 //
-// These are linked into every binary (the core's training loop uses them); the CPU
-// backend's ops round_stochastic_bf16 and quantize_fp8 (ops.h) call the scalar
-// routines here, element by element, and the CUDA backend has twins of them that
-// give the same bits.
+// and one way to trade compute for memory:
+//
+//   recompute.c   activation recompute: a layer's backward computes again what its
+//                 forward did not keep.
+//
+// How they reach the core, which names no stage: the model takes them as plugins
+// (precision_plugins below: recompute, the stochastic rounding rule the CPU backend
+// applies element by element, the fp8 recipe's casts), and the training loop as an
+// extension (precision_ext.c: the flags, the loss scaler around each step). A
+// binary linked without this stage refuses the flags and recipes that need them.
+// The CUDA backend has twins of the rounding and the casts that give the same bits.
 #pragma once
 #include <stdint.h>
 
 #include "dtype.h"
+#include "model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,6 +129,43 @@ void fp8_record(Fp8Scaling *s, float amax);
 float fp8_scale(const Fp8Scaling *s);
 float fp8_format_max(DType fmt);  // E4M3_MAX or E5M2_MAX; dies for other types
 
+// ---------------------------------------------------------------- the fp8 recipe's layers
+
+// The model's serial linear layers with fp8 casts (fp8_linear.c): every tensor a GEMM
+// reads is cast with its own delayed scale, from its amaxes over the last
+// GPT_FP8_HISTORY steps. enable and free bracket g->fp8 (gpt_set_precision and
+// gpt_free call them through the plugins).
+#define GPT_FP8_HISTORY 16
+void gpt_fp8_enable(GPT *g);
+void gpt_fp8_free(GPT *g);
+void gpt_fp8_linear_forward(GPT *g, float *out, const float *inp, const float *w, const float *b,
+                            int N, int C, int OC);
+void gpt_fp8_linear_backward(GPT *g, float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, int N, int C, int OC);
+// After each optimizer step, this step's amaxes go into the histories and the next
+// step's scales are fixed (nothing without fp8).
+void gpt_fp8_step_end(GPT *g);
+int gpt_fp8_layers(const GPT *g);  // linear layers seen so far (4L + 1 after a forward)
+// The scales' state, for a checkpoint (stage 07): every layer's amax histories
+// (x, w, dy), one row of history + 2 floats each, in the order the layers first
+// ran; malloc'd (NULL, 0 x 0 without fp8). And back: layers a forward has not
+// reached yet take their rows when it does. -1 with a message if the shape or a
+// position does not fit this run.
+float *gpt_fp8_state(const GPT *g, int *rows, int *cols);
+int gpt_fp8_restore(GPT *g, const float *state, int rows, int cols, char *err, size_t errn);
+
+// ---------------------------------------------------------------- activation recompute
+
+// The activations layer l's backward reads, made whole again: the saved ones where
+// the forward kept them, the recomputed ones where it did not (g->recompute). The
+// exercise (recompute.c); the model calls it through its plugins.
+LayerActs gpt_recompute_layer(GPT *g, const float *x, int l, int B, int T);
+
+// ---------------------------------------------------------------- the model's plugins
+
+// All of the above that the model calls (plugins.c): g->plugins = &precision_plugins
+// before gpt_set_recompute and gpt_set_precision.
+extern const GPTPlugins precision_plugins;
 #ifdef __cplusplus
 }
 #endif

@@ -24,7 +24,7 @@
 // from anything else is wrong), and randomness (dropout draws its masks from an
 // RNG; Megatron saves the RNG state at the forward and restores it for the
 // recomputation. This course's GPT has no dropout, so there is no RNG to restore).
-#include "model.h"
+#include "precision.h"
 
 LayerActs gpt_recompute_layer(GPT *g, const float *x, int l, int B, int T) {
     LayerActs a = g->acts.layers[l];

@@ -29,52 +29,9 @@
 
 #include "check.h"
 #include "checkpoint.h"
+#include "files.h"
 #include "ops.h"
 #include "safetensors.h"
-
-// ---------------------------------------------------------------- the state
-
-void train_state_add(TrainState *s, StateKind kind, const GPT *g, size_t lo, size_t hi,
-                     float *data, int replicas, int replica) {
-    if (hi <= lo) return;
-    if (s->n_views == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 8;
-        s->views = realloc(s->views, (size_t)s->cap * sizeof *s->views);
-        CHECK(s->views, "out of host memory");
-    }
-    s->views[s->n_views++] = (StateView){kind, g, lo, hi, data, replicas, replica};
-}
-
-void train_state_track_opt(TrainState *s, AdamW *opt) {
-    if (s->n_opts == s->opt_cap) {
-        s->opt_cap = s->opt_cap ? 2 * s->opt_cap : 4;
-        s->opts = realloc(s->opts, (size_t)s->opt_cap * sizeof *s->opts);
-        CHECK(s->opts, "out of host memory");
-    }
-    s->opts[s->n_opts++] = opt;
-}
-
-void train_state_opt_views(TrainState *s, const AdamW *opt, const GPT *g, size_t lo, size_t hi,
-                           int replicas, int replica) {
-    if (lo < opt->begin) lo = opt->begin;
-    if (hi > opt->end) hi = opt->end;
-    if (hi <= lo) return;
-    size_t at = lo - opt->begin;  // the moments hold elements [begin, end)
-    train_state_add(s, ST_EXP_AVG, g, lo, hi, opt->m + at, replicas, replica);
-    train_state_add(s, ST_EXP_AVG_SQ, g, lo, hi, opt->v + at, replicas, replica);
-    if (opt->master) train_state_add(s, ST_MASTER, g, lo, hi, opt->master + at, replicas, replica);
-}
-
-void train_state_add_opt(TrainState *s, AdamW *opt, const GPT *g, int replicas, int replica) {
-    train_state_track_opt(s, opt);
-    train_state_opt_views(s, opt, g, opt->begin, opt->end, replicas, replica);
-}
-
-void train_state_free(TrainState *s) {
-    free(s->views);
-    free(s->opts);
-    memset(s, 0, sizeof *s);
-}
 
 // ---------------------------------------------------------------- the file system
 
@@ -115,23 +72,6 @@ const FsOps *fs_posix(void) {
     return &ops;
 }
 
-int ckpt_mkdirs(const char *dir) {
-    char p[4096];
-    if (!dir[0]) return errno = ENOENT, -1;
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return errno = ENAMETOOLONG, -1;
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-            *s = '/';
-        }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-    struct stat sb;
-    if (stat(p, &sb) != 0) return -1;
-    if (!S_ISDIR(sb.st_mode)) return errno = ENOTDIR, -1;
-    return access(p, W_OK | X_OK);
-}
-
 int ckpt_dir_check(const char *dir, int fresh, char *err, size_t n) {
     struct stat sb;
     char probe[4200];
@@ -157,7 +97,7 @@ int ckpt_dir_check(const char *dir, int fresh, char *err, size_t n) {
         return snprintf(err, n, "--ckpt-dir %s: %s", dir, strerror(errno)), -1;
     // Not there yet: made now (as the run would, later; mkdir -p, so every rank may).
     // Only trying tells: permissions, a read-only or special file system (/proc).
-    if (ckpt_mkdirs(dir) != 0)
+    if (make_dirs(dir) != 0)
         return snprintf(err, n, "--ckpt-dir %s: cannot create it: %s", dir, strerror(errno)), -1;
     return 0;
 }
@@ -230,24 +170,6 @@ void ckpt_step_name(uint64_t step, char *out, size_t n) {
 }
 
 // ---------------------------------------------------------------- collectives
-
-void ckpt_sum_p2p(float *buf, int n, void *arg) {
-    const CkptP2P *p = arg;
-    const Group *g = p->group;
-    if (g->rank != 0) {  // to rank 0, which sums in rank order and sends the total back
-        comm_send(p->comm, g, 0, buf, (size_t)n * sizeof(float));
-        comm_recv(p->comm, g, 0, buf, (size_t)n * sizeof(float));
-        return;
-    }
-    float *in = malloc((size_t)n * sizeof(float));
-    CHECK(in, "out of host memory");
-    for (int r = 1; r < g->size; r++) {
-        comm_recv(p->comm, g, r, in, (size_t)n * sizeof(float));
-        for (int i = 0; i < n; i++) buf[i] += in[i];
-    }
-    for (int r = 1; r < g->size; r++) comm_send(p->comm, g, r, buf, (size_t)n * sizeof(float));
-    free(in);
-}
 
 int ckpt_agree(const CkptConfig *cc, int ok) {
     if (!cc->sum || cc->world == 1) return ok;

@@ -35,48 +35,7 @@
 #include "model.h"
 #include "optim.h"
 #include "precision.h"
-
-typedef enum { ST_PARAMS = 0, ST_EXP_AVG, ST_EXP_AVG_SQ, ST_MASTER, ST_KINDS } StateKind;
-const char *state_kind_name(StateKind k);  // "params", "exp_avg", "exp_avg_sq", "master"
-
-// One piece of a rank's state: elements [lo, hi) of `kind` in model g's flat
-// layout (g->slices), at data (device memory, hi - lo floats). `replicas` ranks
-// hold the same piece (DDP: every rank); this one is number `replica` of them,
-// and saves only that share of it, so replicated state is written once, by
-// all replicas in parallel.
-typedef struct {
-    StateKind kind;
-    const GPT *g;
-    size_t lo, hi;
-    float *data;
-    int replicas, replica;
-} StateView;
-
-// A rank's whole state: its views and its optimizers (their step counters).
-typedef struct {
-    StateView *views;
-    int n_views, cap;
-    AdamW **opts;
-    int n_opts, opt_cap;
-    // What is the rank's own and no tensor of the whole model, saved in its shard
-    // beside the pieces (CKPT_*_KEY below). model: the fp8 recipe's amax histories
-    // (each rank measures its own). spike: the losses the rank's spike check
-    // compares with (each rank judges its own). NULL: nothing of the kind.
-    GPT *model;
-    struct SpikeDetector *spike;
-} TrainState;
-void train_state_add(TrainState *s, StateKind kind, const GPT *g, size_t lo, size_t hi,
-                     float *data, int replicas, int replica);
-// An optimizer's moments (and masters) over its whole range as views, and the
-// optimizer among those whose counters a checkpoint keeps (resume.c).
-void train_state_add_opt(TrainState *s, AdamW *opt, const GPT *g, int replicas, int replica);
-// The two halves of that, for a rank whose replicas differ from piece to piece
-// (a pipeline's tied embedding): the counters, and the views of [lo, hi) of the
-// optimizer's range.
-void train_state_track_opt(TrainState *s, AdamW *opt);
-void train_state_opt_views(TrainState *s, const AdamW *opt, const GPT *g, size_t lo, size_t hi,
-                           int replicas, int replica);
-void train_state_free(TrainState *s);
+#include "train_state.h"
 
 // A rank's own state in its shard, beside the pieces: the fp8 recipe's scaling
 // (gpt_fp8_state's rows). A resume on as many ranks reads its own rank's; on
@@ -106,13 +65,9 @@ typedef struct {
 } TrainProgress;
 
 // The one collective checkpoints need: an element-wise sum of n floats over
-// every rank of the job (agreeing on an outcome, broadcasting a name). Whoever
-// drives the rank's communication provides it: a strategy whose progress thread
-// owns the Comm routes it through that thread.
-typedef void (*CkptSum)(float *buf, int n, void *arg);
-// The plain one: point to point over group (arg: a CkptP2P).
-typedef struct { Comm *comm; const Group *group; } CkptP2P;
-void ckpt_sum_p2p(float *buf, int n, void *arg);
+// every rank of the job (agreeing on an outcome, broadcasting a name): the job's
+// (train_state.h), which the trainer sets up.
+typedef JobSum CkptSum;
 
 // The host memory a rank's snapshots go through, kept from one save to the next
 // (one is in flight at most, so one buffer does): pinned on a GPU (ops->host_alloc),
@@ -137,6 +92,9 @@ typedef struct {
     int rank, world;
     char layout[96];        // "dp=2 tp=2 pp=1 zero=3", recorded in the manifest
     const struct Fault *fault;  // an injected fault (faults.c), or NULL
+    // The loss-spike check's history, saved in the rank's shard (CKPT_SPIKE_KEY)
+    // and loaded back; NULL: spike checks are off.
+    struct SpikeDetector *spike;
     // A resume continues the same training: a checkpoint of another precision
     // recipe, seed or corpus is refused (before anything is read) with both named.
     const char *recipe;
@@ -282,7 +240,6 @@ int manifest_find_tensor(const CkptManifest *m, const char *name);  // -1 if abs
 void ckpt_step_name(uint64_t step, char *out, size_t n);     // "step-00000120"
 int ckpt_list(const char *dir, uint64_t **steps);             // complete ones, newest first
 void ckpt_remove_tree(const char *path);
-int ckpt_mkdirs(const char *dir);  // mkdir -p, then writable? 0, or -1 with errno
 // Before any work (every rank may ask): can dir hold this run's checkpoints? A
 // writable folder (made if missing), not itself one checkpoint (a step-* folder, a
 // common slip with --resume), and for a fresh run (not --resume, not a restart)

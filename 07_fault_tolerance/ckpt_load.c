@@ -219,7 +219,7 @@ static int fill_view(Reader *R, const StateView *V, float *host, char *err, size
 // scaling state, and the loss-spike check's history.
 static int fill_local(Reader *R, const TrainState *st, char *err, size_t errn) {
     GPT *g = st->model && st->model->fp8 ? st->model : NULL;
-    SpikeDetector *d = st->spike;
+    SpikeDetector *d = R->cc->spike;
     if (!g && !d) return 0;
     int want = R->cc->rank % R->m->world, f = -1;
     for (int i = 0; i < R->m->n_files; i++)

@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "checkpoint.h"
+#include "files.h"
 #include "ops.h"
 #include "safetensors.h"
 #include "timer.h"
@@ -190,7 +191,7 @@ static void snapshot(CkptSave *s, const TrainState *st) {
     if (fp8 && rows > 0) add_local(s, CKPT_FP8_KEY, DT_F32, rows, cols, fp8);
     else free(fp8);
     // The loss-spike check's history: this rank's own (it judged its own losses).
-    const SpikeDetector *d = st->spike;
+    const SpikeDetector *d = s->cc.spike;
     if (d && d->n > 0) {
         double *h = malloc((size_t)d->n * sizeof *h);
         CHECK(h, "out of host memory");
@@ -288,7 +289,7 @@ int ckpt_save_start(const CkptConfig *cc, const TrainState *st, const TrainProgr
     int ok = 1;
     if (cc->rank == 0) {
         ckpt_remove_tree(s->tmpdir);  // a save that crashed here before
-        if (ckpt_mkdirs(cc->dir) != 0 || mkdir(s->tmpdir, 0755) != 0) {
+        if (make_dirs(cc->dir) != 0 || mkdir(s->tmpdir, 0755) != 0) {
             snprintf(err, errn, "cannot create %s: %s", s->tmpdir, strerror(errno));
             ok = 0;
         }

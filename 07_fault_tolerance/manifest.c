@@ -25,9 +25,6 @@
 #define FORMAT "course-ckpt-1"
 #define CRC_FIELD ",\n \"manifest_crc32c\": "
 
-static const char *kind_names[ST_KINDS] = {"params", "exp_avg", "exp_avg_sq", "master"};
-const char *state_kind_name(StateKind k) { return k < ST_KINDS ? kind_names[k] : "?"; }
-
 void ckpt_key(StateKind kind, const char *tensor, int64_t r0, int64_t c0, char *out, size_t n) {
     snprintf(out, n, "%s/%s@%" PRId64 ",%" PRId64, state_kind_name(kind), tensor, r0, c0);
 }
@@ -261,7 +258,7 @@ static int parse_files(const Json *files, const char *what, CkptManifest *m, cha
             p->file = i;
             p->kind = -1;
             for (int kk = 0; kk < ST_KINDS; kk++)
-                if (strcmp(a->items[0].str, kind_names[kk]) == 0) p->kind = kk;
+                if (strcmp(a->items[0].str, state_kind_name((StateKind)kk)) == 0) p->kind = kk;
             if (p->kind < 0) return bad(err, errn, what, "unknown state kind \"%.32s\"", a->items[0].str);
             p->tensor = manifest_find_tensor(m, a->items[1].str);
             if (p->tensor < 0) return bad(err, errn, what, "a piece of unknown tensor \"%.48s\"", a->items[1].str);

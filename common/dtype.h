@@ -45,6 +45,15 @@ float e4m3_to_f32(uint8_t c);
 uint8_t f32_to_e5m2(float f);
 float e5m2_to_f32(uint8_t c);
 
+// Stochastic rounding's scalar rule (06_mixed_precision/sround.c): f rounded to
+// bf16 with the 16 random bits r16, and the bits element `index` of the stream
+// `seed` draws. The CPU backend applies it element by element; the CUDA backend
+// computes its own twin of it (ops_cuda_precision.cu), which must give the same bits.
+typedef struct {
+    uint16_t (*round)(float f, uint32_t r16);
+    uint32_t (*bits)(uint64_t seed, uint64_t index);
+} SRoundRule;
+
 // Convert n elements between any two float dtypes: fp32, bf16, fp16, e4m3, e5m2
 // (src and dst must not overlap unless they are the same buffer with the same dtype).
 void dtype_convert(void *dst, DType dt, const void *src, DType st, size_t n);

@@ -55,6 +55,22 @@ int flag_given(const Flag *table, int n, const char *name) {
     DIE("flag_given: no flag named %s in the table", name);
 }
 
+int flag_on(const Flag *table, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(table[i].name, name) == 0) return table[i].given;
+    return 0;
+}
+
+int flag_is(const Flag *table, int n, const char *name, const char *value) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(table[i].name, name) == 0) {
+            CHECK(table[i].type == FLAG_STRING, "flag_is: %s is not a string flag", name);
+            const char *v = *(const char **)table[i].dst;
+            return v && strcmp(v, value) == 0;
+        }
+    return 0;
+}
+
 // Edit distance between two short strings, for "did you mean". Flag names are
 // short; longer strings are compared on their first 63 characters only.
 static int edit_distance(const char *a, size_t la, const char *b) {

@@ -76,6 +76,12 @@ void flags_parse(Flag *table, int n, int argc, char **argv, const char *usage,
 void flags_print_help(const Flag *table, int n, const char *usage, const char *description);
 // Did the user give this flag? (for presets: explicit flags override the preset)
 int flag_given(const Flag *table, int n, const char *name);
+// The same for a flag that may not be in the table: a flag a later stage adds
+// (trainer.h's extensions), which a program linked without that stage does not
+// have. flag_on: given; flag_is: a string flag whose value is `value`. Both 0 for
+// a flag the table does not have.
+int flag_on(const Flag *table, int n, const char *name);
+int flag_is(const Flag *table, int n, const char *name, const char *value);
 // For cross-flag checks after parsing: prints "error: <message>" and exits 2.
 CHECK_NORETURN void flags_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // A file a run writes at its end (--save-params, --trace's files): a name, not an

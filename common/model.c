@@ -65,6 +65,11 @@ int gpt_recipe_parse(const char *s, GPTRecipe *r) {
     return -1;
 }
 
+const char *gpt_recipe_needs(GPTRecipe r) {
+    return r == PREC_MIXED_FP16 ? "dynamic loss scaling" : r == PREC_BF16_SR ? "stochastic rounding"
+           : r == PREC_FP8 ? "fp8 delayed scaling" : NULL;
+}
+
 int gpt_recipe_master(GPTRecipe r) {
     return r == PREC_MIXED_BF16 || r == PREC_MIXED_FP16 || r == PREC_FP8;
 }
@@ -84,10 +89,14 @@ void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed) {
     g->prec.recipe = r;
     g->prec.dtype = gpt_recipe_dtype(r);
     g->prec.master = gpt_recipe_master(r);
+    const GPTPlugins *pl = g->plugins;
+    CHECK(r != PREC_BF16_SR || (pl && pl->sround.round && pl->sround.bits),
+          "--precision bf16-sr needs its stochastic rounding (g->plugins: stage 06)");
     if (r == PREC_FP8) {
         CHECK(!g->tp.ops, "the fp8 recipe casts the serial linear layers: not with tensor "
               "parallelism");
-        gpt_fp8_enable(g, GPT_FP8_HISTORY);
+        CHECK(pl && pl->fp8_enable, "--precision fp8 needs its scaled casts (g->plugins: stage 06)");
+        pl->fp8_enable(g);
     }
     g->prec.stochastic = r == PREC_BF16_SR;
     g->prec.loss_scale = 1.0f;
@@ -112,7 +121,7 @@ int gpt_recompute_parse(const char *s, GPTRecompute *r) {
 void gpt_free(GPT *g) {
     Ctx *ctx = g->ctx;
     gpt_acts_free(g, &g->acts);
-    gpt_fp8_free(g);
+    if (g->fp8) g->plugins->fp8_free(g);
     if (g->work_buffer && !g->scratch_borrowed)
         mem_free(ctx, MEM_WORKSPACE, g->work_buffer, g->work_floats * sizeof(float));
     if (g->remat_buffer && !g->scratch_borrowed)
@@ -133,8 +142,8 @@ void gpt_free(GPT *g) {
 // its collectives.
 static void serial_linear_forward(GPT *g, float *out, const float *inp, const float *w,
                                   const float *b, int N, int C, int OC) {
-    if (g->fp8) {  // the fp8 recipe: the GEMM reads fp8 casts (model_fp8.c)
-        gpt_fp8_linear_forward(g, out, inp, w, b, N, C, OC);
+    if (g->fp8) {  // the fp8 recipe: the GEMM reads fp8 casts (its plugin)
+        g->plugins->fp8_linear_forward(g, out, inp, w, b, N, C, OC);
         return;
     }
     g->ctx->ops->matmul_forward(g->ctx, out, inp, w, b, N, C, OC);
@@ -142,7 +151,7 @@ static void serial_linear_forward(GPT *g, float *out, const float *inp, const fl
 static void serial_linear_backward(GPT *g, float *dinp, float *dw, float *db, const float *dout,
                                    const float *inp, const float *w, int N, int C, int OC) {
     if (g->fp8) {
-        gpt_fp8_linear_backward(g, dinp, dw, db, dout, inp, w, N, C, OC);
+        g->plugins->fp8_linear_backward(g, dinp, dw, db, dout, inp, w, N, C, OC);
         return;
     }
     g->ctx->ops->memset0(g->ctx, dinp, (size_t)N * C * sizeof(float));

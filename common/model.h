@@ -180,10 +180,14 @@ typedef enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_FU
 //   fp8         mixed-bf16 whose GEMMs read fp8: inputs and weights E4M3, output
 //               gradients E5M2, each tensor with its own scale from its amax over the
 //               last GPT_FP8_HISTORY steps (Transformer Engine's delayed scaling;
-//               common/model_fp8.c). Serial layers only (no TP, no two-pass backward).
+//               06_mixed_precision/fp8_linear.c). Serial layers only (no TP, no
+//               two-pass backward).
+// fp32, mixed-bf16 and bf16 need nothing but rounding to nearest, the core's. The
+// others need an algorithm stage 06 teaches: mixed-fp16 its loss scaling (in the
+// training loop), bf16-sr its stochastic rounding and fp8 its scaled casts (both
+// GPTPlugins, below).
 typedef enum { PREC_FP32 = 0, PREC_MIXED_BF16, PREC_MIXED_FP16, PREC_BF16, PREC_BF16_SR,
                PREC_FP8, PREC_COUNT } GPTRecipe;
-#define GPT_FP8_HISTORY 16
 typedef struct {
     int recipe;          // GPTRecipe
     DType dtype;         // what weights, activations and gradients are rounded to
@@ -230,6 +234,28 @@ typedef struct {
     const GPTParallelOps *ops;  // NULL: the serial layers
     void *arg;                  // the layers' state (stage 04: groups, collectives)
 } GPTParallel;
+// What a later stage plugs into the model (stage 06: 06_mixed_precision/precision.h's
+// precision_plugins): the algorithms behind recompute and the recipes that need more
+// than rounding to nearest. Set g->plugins before gpt_set_recompute and
+// gpt_set_precision; without it (NULL) they refuse what needs a plugin, naming it.
+typedef struct {
+    // Activation recompute: what layer l's backward reads, the saved activations
+    // made whole again where the forward kept less (g->recompute). Called only when
+    // the model keeps less than everything: the default reads what was saved.
+    LayerActs (*recompute_layer)(GPT *g, const float *x, int l, int B, int T);
+    // bf16-sr: the rule the weights are rounded with (ops->round_stochastic_bf16).
+    SRoundRule sround;
+    // fp8: the serial linear layers' GEMMs on scaled fp8 casts. enable sets up g->fp8
+    // (gpt_set_precision calls it), free releases it (gpt_free); the layers replace
+    // the serial linear layers' forward and backward while g->fp8 is set.
+    void (*fp8_enable)(GPT *g);
+    void (*fp8_free)(GPT *g);
+    void (*fp8_linear_forward)(GPT *g, float *out, const float *inp, const float *w,
+                               const float *b, int N, int C, int OC);
+    void (*fp8_linear_backward)(GPT *g, float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, int N, int C, int OC);
+} GPTPlugins;
+
 // Called when the gradients of one group are complete during the backward pass
 // (group L+1 first, then L ... 1, then 0). DDP overlap and FSDP hook in here.
 typedef void (*GradHook)(GPT *g, int group, void *arg);
@@ -288,7 +314,8 @@ struct GPT {
                                 // (gpt_alloc_workspace_shared), which frees them
     GPTPrecision prec;          // gpt_set_precision; fp32 by default
     int acts_fp32;              // gpt_set_acts_fp32: a 2-byte recipe's activations in fp32 slots
-    struct GPTFp8 *fp8;         // the fp8 recipe's scales per linear layer (model_fp8.c)
+    struct GPTFp8 *fp8;         // the fp8 recipe's scales per linear layer (plugins->fp8_enable)
+    const GPTPlugins *plugins;  // a later stage's algorithms (above); NULL: none
 
     float loss;                 // mean loss of the last forward (host)
     int last_B, last_T;         // shape of the last forward
@@ -386,19 +413,13 @@ const float *gpt_layer_output(const GPT *g, int l);
 // ---- mixed precision (stage 06)
 // Sets the recipe and rounds the weights the model holds (g->params) to its dtype:
 // with a master copy, the optimizer copies these rounded weights into it at its
-// first step (as Megatron-LM does). seed: the stochastic rounding's.
+// first step (as Megatron-LM does). seed: the stochastic rounding's. bf16-sr and
+// fp8 need their plugin (g->plugins): refused without it.
 void gpt_set_precision(GPT *g, GPTRecipe r, uint64_t seed);
-// The fp8 recipe: after each optimizer step, this step's amaxes go into the
-// histories and the next step's scales are fixed (nothing without fp8).
-void gpt_fp8_step_end(GPT *g);
-int gpt_fp8_layers(const GPT *g);  // linear layers seen so far (4L + 1 after a forward)
-// The scales' state, for a checkpoint (stage 07): every layer's amax histories
-// (x, w, dy), one row of history + 2 floats each, in the order the layers first
-// ran; malloc'd (NULL, 0 x 0 without fp8). And back: layers a forward has not
-// reached yet take their rows when it does. -1 with a message if the shape or a
-// position does not fit this run.
-float *gpt_fp8_state(const GPT *g, int *rows, int *cols);
-int gpt_fp8_restore(GPT *g, const float *state, int rows, int cols, char *err, size_t errn);
+// What the recipe needs beyond rounding to nearest, in words ("dynamic loss
+// scaling", "stochastic rounding", "fp8 delayed scaling"); NULL for fp32,
+// mixed-bf16 and bf16, which need nothing more.
+const char *gpt_recipe_needs(GPTRecipe r);
 int gpt_recipe_master(GPTRecipe r);                // 1: fp32 master weights (mixed-*, fp8)
 DType gpt_recipe_dtype(GPTRecipe r);               // what it rounds to: fp32, bf16 or fp16
 const char *gpt_recipe_name(GPTRecipe r);          // "fp32", "mixed-bf16", ...
@@ -407,7 +428,8 @@ int gpt_recipe_parse(const char *s, GPTRecipe *r); // 0 on success
 
 // ---- activation recompute (stage 06)
 // Chooses what the forward keeps (GPTRecompute above; every >= 1). Call before
-// gpt_alloc_acts / gpt_alloc_workspace; refused afterwards.
+// gpt_alloc_acts / gpt_alloc_workspace; refused afterwards. Anything but NONE needs
+// the recompute plugin (g->plugins->recompute_layer).
 void gpt_set_recompute(GPT *g, GPTRecompute level, int every);
 const char *gpt_recompute_name(GPTRecompute r);          // "none", "selective", "full"
 int gpt_recompute_parse(const char *s, GPTRecompute *r); // 0 on success
@@ -432,10 +454,6 @@ void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, i
 // The attention of a layer (this rank's heads) from a->qkv: a->atty and a->att,
 // rounded as the forward rounds them (mixed precision).
 void gpt_attention_forward(GPT *g, const LayerActs *a, int B, int T);
-// The activations layer l's backward reads, made whole again: the saved ones where
-// the forward kept them, the recomputed ones where it did not (g->recompute).
-// Stage 06's exercise: 06_mixed_precision/recompute.c.
-LayerActs gpt_recompute_layer(GPT *g, const float *x, int l, int B, int T);
 
 #ifdef __cplusplus
 }

@@ -290,6 +290,8 @@ void gpt_set_recompute(GPT *g, GPTRecompute level, int every) {
           "allocated");
     CHECK(level >= GPT_RECOMPUTE_NONE && level <= GPT_RECOMPUTE_FULL && every >= 1,
           "recompute level %d every %d", (int)level, every);
+    CHECK(level == GPT_RECOMPUTE_NONE || (g->plugins && g->plugins->recompute_layer),
+          "recompute %d needs the recompute plugin (g->plugins: stage 06)", (int)level);
     g->recompute = level;
     g->recompute_every = every;
 }

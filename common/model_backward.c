@@ -118,6 +118,13 @@ void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, i
 #undef D
 }
 
+// What layer l's backward reads: the activations its forward saved, or where the
+// model keeps less (g->recompute), those made whole again by the recompute plugin.
+static LayerActs layer_acts(GPT *g, const float *x, int l, int B, int T) {
+    if (g->recompute == GPT_RECOMPUTE_NONE) return g->acts.layers[l];
+    return g->plugins->recompute_layer(g, x, l, B, T);
+}
+
 void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int B, int T) {
     // dx enters as d(loss)/d(output of layer l1-1). Walking down, the residual
     // connections mean each layernorm_backward simply adds its branch into dx.
@@ -125,7 +132,7 @@ void gpt_blocks_backward(GPT *g, const float *x, float *dx, int l0, int l1, int 
         const float *xin = l == l0 ? x : g->acts.layers[l - 1].res_mlp;
         gpt_use(g, 1 + l, GPT_NEED_PARAMS | GPT_NEED_GRADS);
         gpt_unpack_layer(g, l, B, T);  // the 2-byte copy, back
-        LayerActs a = gpt_recompute_layer(g, xin, l, B, T);  // what the forward did not keep
+        LayerActs a = layer_acts(g, xin, l, B, T);  // and what the forward did not keep
         gpt_layer_backward(g, &a, xin, dx, l, B, T);
         fire_hook(g, 1 + l);
     }
@@ -161,7 +168,7 @@ void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1
         float *k = keep + (size_t)(l - l0) * NC * KEEP_PER_TOKEN;
         gpt_use(g, 1 + l, GPT_NEED_PARAMS);
         gpt_unpack_layer(g, l, B, T);
-        LayerActs ra = gpt_recompute_layer(g, xin, l, B, T), *a = &ra;
+        LayerActs ra = layer_acts(g, xin, l, B, T), *a = &ra;
 #define W(i) param_at(g, block_slice(l, i))
         // The same calls as gpt_blocks_backward, without the weight gradients; each
         // gradient a weight needs is kept for the weight pass.

@@ -47,11 +47,3 @@ static inline void gpt_round(const GPT *g, float *x, size_t n) {
 // Nothing to do for a layer that is not packed (gpt_layer_packed).
 void gpt_pack_layer(GPT *g, int l, int B, int T);
 void gpt_unpack_layer(GPT *g, int l, int B, int T);
-
-// The fp8 recipe (model_fp8.c): the serial linear layers with fp8 casts.
-void gpt_fp8_enable(GPT *g, int history);
-void gpt_fp8_free(GPT *g);
-void gpt_fp8_linear_forward(GPT *g, float *out, const float *inp, const float *w, const float *b,
-                            int N, int C, int OC);
-void gpt_fp8_linear_backward(GPT *g, float *dinp, float *dw, float *db, const float *dout,
-                             const float *inp, const float *w, int N, int C, int OC);

@@ -160,23 +160,24 @@ struct Ops {
     // ---- low precision in fp32 slots (stage 06's mixed precision) ----
     // The course emulates low-precision storage: a tensor stays fp32 in memory but
     // holds only values the low-precision type can represent. The scalar routines
-    // these apply are in dtype.c and 06_mixed_precision/ (precision.h).
+    // these apply are in dtype.c, and stochastic rounding's is the caller's (SRoundRule).
     //
     // x[i] = x[i] rounded to nearest even in dt and back to fp32: the same bits as
     // dtype_convert to dt and back (dt: fp32, a no-op; bf16; fp16; e4m3 and e5m2,
     // unscaled and saturating).
     void (*round_to)(Ctx *, float *x, size_t n, DType dt);
-    // x[i] = x[i] rounded stochastically to bf16 (f32_to_bf16_stochastic) with the
-    // random bits sround_bits(seed, offset + i): the same bits on every backend, for
+    // x[i] = x[i] rounded stochastically to bf16 by `rule` (rule->round) with the
+    // random bits rule->bits(seed, offset + i): the same bits on every backend, for
     // any thread count; representable values and inf unchanged, NaN stays NaN.
-    void (*round_stochastic_bf16)(Ctx *, float *x, size_t n, uint64_t seed, uint64_t offset);
+    void (*round_stochastic_bf16)(Ctx *, float *x, size_t n, uint64_t seed, uint64_t offset,
+                                  const SRoundRule *rule);
     // Fake quantization to fp8 with a per-tensor scale (Transformer Engine's delayed
     // scaling, 06_mixed_precision/fp8.c): *amax (host memory) = max |x[i]| of the
     // input (NaN ignored, as fmaxf does), then x[i] = fp8(x[i] * scale) / scale, the
     // cast saturating, NaN left as it is. fmt: DT_E4M3 or DT_E5M2; scale > 0 and
     // finite. Returns to the host with amax (the CUDA version waits for the GPU).
     void (*quantize_fp8)(Ctx *, float *x, size_t n, DType fmt, float scale, float *amax);
-    // The fp8 recipe's GEMMs (common/model_fp8.c): matmul_forward and matmul_backward
+    // The fp8 recipe's GEMMs (06_mixed_precision/fp8_linear.c): matmul_forward and matmul_backward
     // on operands quantize_fp8 has left, each with its tensor's scale: sx for inp and
     // sw for w (E4M3), sdy for dout (E5M2). The CPU runs the fp32 GEMM on those values
     // (the scales are not needed: they are scaled back already). The CUDA backend

@@ -4,7 +4,8 @@
 #include "ops.h"
 
 void cpu_round_to(Ctx *ctx, float *x, size_t n, DType dt);
-void cpu_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset);
+void cpu_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset,
+                               const SRoundRule *rule);
 void cpu_quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, float *amax);
 void cpu_pack_half(Ctx *ctx, uint16_t *dst, const float *src, size_t n, DType dt);
 void cpu_unpack_half(Ctx *ctx, float *dst, const uint16_t *src, size_t n, DType dt);

@@ -8,7 +8,6 @@
 
 #include "check.h"
 #include "ops_cpu_internal.h"
-#include "precision.h"  // 06_mixed_precision/: stochastic rounding's scalar routines
 
 // ---------------------------------------------------------------- low precision
 
@@ -91,12 +90,14 @@ void cpu_round_to(Ctx *ctx, float *x, size_t n, DType dt) {
     for (size_t i = 0; i < n; i++) x[i] = through_f16(x[i]);  // DT_F16 without F16C
 }
 
-void cpu_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset) {
+void cpu_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset,
+                               const SRoundRule *rule) {
     (void)ctx;
+    CHECK(rule && rule->round && rule->bits, "stochastic rounding without its rule (SRoundRule)");
     // Element i draws its bits from (seed, offset + i), never from a stream: the
     // result does not depend on how the elements are split over threads or calls.
     for (size_t i = 0; i < n; i++)
-        x[i] = bf16_to_f32(f32_to_bf16_stochastic(x[i], sround_bits(seed, offset + i)));
+        x[i] = bf16_to_f32(rule->round(x[i], rule->bits(seed, offset + i)));
 }
 
 void cpu_quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, float *amax) {

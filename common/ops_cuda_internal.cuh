@@ -128,7 +128,8 @@ void cuda_crossentropy_backward_split(Ctx *ctx, float *dlogits, const float *log
 
 // Low precision in fp32 slots (ops_cuda_precision.cu), as ops.h declares it.
 void cuda_round_to(Ctx *ctx, float *x, size_t n, DType dt);
-void cuda_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset);
+void cuda_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset,
+                                const SRoundRule *rule);
 void cuda_quantize_fp8(Ctx *ctx, float *x, size_t n, DType fmt, float scale, float *amax);
 void cuda_pack_half(Ctx *ctx, uint16_t *dst, const float *src, size_t n, DType dt);
 void cuda_unpack_half(Ctx *ctx, float *dst, const uint16_t *src, size_t n, DType dt);

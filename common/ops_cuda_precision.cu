@@ -63,7 +63,9 @@ __global__ void round_stochastic_kernel(float *x, size_t n, uint64_t seed, uint6
     GRID_STRIDE(i, n) x[i] = bf16_stochastic(x[i], sround_bits_dev(seed, offset + i));
 }
 
-void cuda_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset) {
+void cuda_round_stochastic_bf16(Ctx *ctx, float *x, size_t n, uint64_t seed, uint64_t offset,
+                                const SRoundRule *rule) {
+    (void)rule;  // the kernel is its twin (above): the GPU cannot call a host function
     if (n == 0) return;
     round_stochastic_kernel<<<elem_grid(n), BLOCK, 0, stream(ctx)>>>(x, n, seed, offset);
     CUDA_CHECK_LAUNCH();

@@ -62,7 +62,7 @@ uint64_t adamw_sround_seed(uint64_t seed, uint64_t t) {
 
 // Pure bf16 with stochastic rounding: the weights of the owned range rounded with a
 // fresh stream per step, each element's draw fixed by its place in the single-process
-// model (sround_bits(seed, index)): a tensor-parallel piece, a pipeline stage or a
+// model (the rule's bits(seed, index); g->plugins, stage 06): a tensor-parallel piece, a pipeline stage or a
 // shard draws what one process draws for the same weight. Run by run of each slice
 // that is contiguous in the whole tensor (gpt_slice_run).
 static void round_stochastic(const AdamW *opt, const GPT *g, float *p) {
@@ -76,7 +76,7 @@ static void round_stochastic(const AdamW *opt, const GPT *g, float *p) {
             size_t global, run = gpt_slice_run(s, g->tp.rank, at - s->offset, &global);
             if (run > hi - at) run = hi - at;
             ctx->ops->round_stochastic_bf16(ctx, p + (at - opt->begin), run, seed,
-                                            s->goffset + global);
+                                            s->goffset + global, &g->plugins->sround);
             at += run;
         }
     }

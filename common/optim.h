@@ -42,7 +42,7 @@ void adamw_init_padded(AdamW *opt, GPT *g, const AdamWConfig *cfg, size_t begin,
                        size_t capacity);
 void adamw_free(AdamW *opt, GPT *g);
 // Pure bf16 with stochastic rounding: the seed of the stream step t rounds with
-// (06_mixed_precision/precision.h's sround_bits). Not seed + t * 2^64/golden: with the
+// (SRoundRule.bits, ops.h). Not seed + t * 2^64/golden: with the
 // stream's own step, element i of step t + 1 would draw what element i + 1 drew at
 // step t. splitmix64's finalizer of seed XOR t times another odd constant: every
 // step's stream unrelated to the others.

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "checkpoint.h"  // ckpt_mkdirs
+#include "files.h"
 #include "flags.h"
 #include "timeline.h"
 
@@ -99,7 +99,7 @@ static void make_parent(const char *path) {
     if (!slash || slash == path) return;
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    if (ckpt_mkdirs(dir) != 0) log_warn("cannot create the folder %s: %s", dir, strerror(errno));
+    if (make_dirs(dir) != 0) log_warn("cannot create the folder %s: %s", dir, strerror(errno));
 }
 
 void timeline_check_output(const char *prefix) {
@@ -109,7 +109,7 @@ void timeline_check_output(const char *prefix) {
     if (slash && slash != json) {  // (quietly: flags_check_output says what is wrong)
         char dir[4200];
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - json), json);
-        ckpt_mkdirs(dir);
+        make_dirs(dir);
     }
     flags_check_output("--trace", json);
 }

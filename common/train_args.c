@@ -1,19 +1,17 @@
 // train_args.c — the training flags every driver shares: their defaults, their
 // table, their validation (bad input named before any work), and the words the ranks
-// compare to be sure they were all started alike.
+// compare to be sure they were all started alike. Each linked extension (train_ext.h)
+// adds its own flags, checks and words after the core's.
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
-#include "trainer.h"
-
-// mixed-fp16's loss scaling, unless --loss-scale / --loss-scale-window say otherwise.
-#define LOSS_SCALE_START 65536
-#define LOSS_SCALE_WINDOW 2000
+#include "train_ext.h"
 
 void train_args_default(TrainArgs *a) {
     memset(a, 0, sizeof *a);
@@ -32,12 +30,18 @@ void train_args_default(TrainArgs *a) {
     a->weight_decay = 0.1;
     a->grad_clip = 1.0;
     a->seed = 1;
-    a->recompute = "none";
-    a->recompute_every = 1;
     a->precision = "fp32";
-    a->loss_scale = LOSS_SCALE_START;
-    a->loss_scale_window = LOSS_SCALE_WINDOW;
-    a->ckpt_keep = 2;
+    a->n_ext = train_extensions(a->ext);
+    for (int i = 0; i < a->n_ext; i++) {
+        a->ext_args[i] = calloc(1, a->ext[i]->args_size ? a->ext[i]->args_size : 1);
+        CHECK(a->ext_args[i], "out of host memory");
+        if (a->ext[i]->defaults) a->ext[i]->defaults(a->ext_args[i]);
+    }
+}
+
+void train_args_free(TrainArgs *a) {
+    for (int i = 0; i < a->n_ext; i++) free(a->ext_args[i]);
+    a->n_ext = 0;
 }
 
 int train_flags(TrainArgs *a, Flag *rows) {
@@ -65,28 +69,18 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_INT("--warmup", &a->warmup, 0, 1 << 20, "steps left out of the median timings"),
         F_INT("--log-every", &a->log_every, 1, 1 << 30, "print every n-th step"),
         F_STRING("--save-params", &a->save_params, "write the final weights to this .safetensors file"),
-        F_CHOICE("--recompute", &a->recompute, "none|selective|full", "activation recompute: keep all, all but the attention matrices, or each layer's output only"),
-        F_INT("--recompute-every", &a->recompute_every, 1, 1 << 20, "with --recompute full: only every k-th layer (l % k == 0) recomputes"),
         F_CHOICE("--precision", &a->precision, GPT_RECIPES, "precision recipe (06_mixed_precision/README.md)"),
         F_BOOL("--acts-fp32", &a->acts_fp32, "keep a 2-byte recipe's saved activations in fp32 slots (4 bytes a value, the same numbers: to compare memory and time)"),
-        F_DOUBLE("--loss-scale", &a->loss_scale, 1, 16777216, "mixed-fp16: the initial loss scale (dynamic: halved on overflow, doubled after --loss-scale-window good steps)"),
-        F_INT("--loss-scale-window", &a->loss_scale_window, 1, 1 << 30, "mixed-fp16: good steps before the loss scale doubles"),
-        F_INT("--inject-overflow", &a->inject_overflow, 0, 1 << 30, "make step N's gradients overflow (0 = never): the step is skipped"),
-        F_STRING("--ckpt-dir", &a->ckpt_dir, "save sharded checkpoints into this directory (stage 07)"),
-        F_INT("--ckpt-every", &a->ckpt_every, 0, 1 << 30, "with --ckpt-dir: a checkpoint every n steps (0: only at the end)"),
-        F_BOOL("--ckpt-async", &a->ckpt_async, "with --ckpt-dir: copy the state to host memory and write it on a thread while training goes on"),
-        F_INT("--ckpt-keep", &a->ckpt_keep, 1, 1 << 20, "with --ckpt-dir: complete checkpoints kept (older ones deleted)"),
-        F_INT("--max-restarts", &a->max_restarts, 0, 1000, "when a rank dies or hangs, restart the job from the latest good checkpoint up to N times (needs --ckpt-dir)"),
-        F_BOOL("--elastic", &a->elastic, "with --max-restarts: a rank that fails first twice in a row is given up, and the job goes on with one rank fewer (data parallelism only)"),
-        F_BOOL("--resume", &a->resume, "continue from the newest good checkpoint in --ckpt-dir (from step 0 if it holds none)"),
-        F_INT("--sdc-check", &a->sdc_every, 0, 1 << 30, "every n steps, compare a hash of the data-parallel replicas' weights: a rank that differs is named and the run stops (0 = off)"),
-        F_DOUBLE("--spike-factor", &a->spike_factor, 0, 1e6, "skip the update of a step whose loss exceeds this x the median of the last 16 (0 = off)"),
-        F_DOUBLE("--straggler-factor", &a->straggler_factor, 0, 1e6, "name a rank whose forward and backward take over this x the median of all ranks', 3 steps in a row (0 = off)"),
-        F_STRING("--inject", &a->inject, "fault injection: kill|hang|spike|bitflip|slow|corrupt,step=N|random[,rank=R|random][,during=ckpt|collective][,attempt=A][,factor=F][,seed=S][,permanent] (07_fault_tolerance)"),
     };
     int n = FLAG_COUNT(f);
-    CHECK(n <= TRAIN_MAX_FLAGS, "TRAIN_MAX_FLAGS too small");
     memcpy(rows, f, sizeof f);
+    for (int i = 0; i < a->n_ext; i++) {
+        Flag more[TRAIN_EXT_MAX_FLAGS];
+        int k = a->ext[i]->flags ? a->ext[i]->flags(a->ext_args[i], more) : 0;
+        CHECK(k <= TRAIN_EXT_MAX_FLAGS, "%s: %d flags, at most %d", a->ext[i]->name, k,
+              TRAIN_EXT_MAX_FLAGS);
+        n = flags_append(rows, n, TRAIN_MAX_FLAGS, more, k);
+    }
     return n;
 }
 
@@ -100,21 +94,40 @@ void train_config_words(const TrainArgs *a, const GPTConfig *cfg, char *buf, siz
     int len = snprintf(buf, n, "--preset=%s --layers=%d --width=%d --heads=%d --seq=%d --vocab=%d "
                        "--batch=%d --grad-accum=%d --steps=%d --lr=%g --beta1=%g --beta2=%g "
                        "--grad-clip=%g --weight-decay=%g --warmup=%d --seed=%llu --data=%s "
-                       "--device=%s --precision=%s --recompute=%s --recompute-every=%d "
-                       "--acts-fp32=%d --loss-scale=%g --loss-scale-window=%d "
-                       // what decides which collectives run, and when
-                       "--ckpt-dir=%d --ckpt-every=%d --ckpt-async=%d --resume=%d --sdc-check=%d "
-                       "--spike-factor=%g --straggler-factor=%g --save-params=%d --inject=%s",
+                       "--device=%s --precision=%s --acts-fp32=%d --save-params=%d",
                        a->preset, cfg->n_layer, cfg->n_embd, cfg->n_head, cfg->seq_len,
                        cfg->vocab, a->batch, a->accum, a->steps, a->lr, a->beta1, a->beta2,
                        a->grad_clip, a->weight_decay, a->warmup, (unsigned long long)a->seed,
-                       data, a->device, a->precision, a->recompute, a->recompute_every,
-                       a->acts_fp32, a->loss_scale, a->loss_scale_window, a->ckpt_dir != NULL,
-                       a->ckpt_every, a->ckpt_async, a->resume, a->sdc_every, a->spike_factor,
-                       a->straggler_factor, a->save_params != NULL, a->inject ? a->inject : "-");
+                       data, a->device, a->precision, a->acts_fp32, a->save_params != NULL);
+    for (int i = 0; i < a->n_ext && len > 0 && (size_t)len < n; i++)
+        if (a->ext[i]->words) {
+            a->ext[i]->words(a->ext_args[i], buf + len, n - (size_t)len);
+            len = (int)strlen(buf);
+        }
     // Room for the driver's own words after these.
     CHECK(len > 0 && (size_t)len + 256 < n, "the training flags take %d bytes: more than %zu",
           len, n - 256);
+}
+
+// A recipe that needs an algorithm (gpt_recipe_needs) some linked extension provides.
+static void recipe_check(const TrainArgs *a) {
+    GPTRecipe recipe = PREC_FP32;
+    if (gpt_recipe_parse(a->precision, &recipe) != 0) return;  // the table refused it
+    if (a->acts_fp32 && gpt_recipe_dtype(recipe) == DT_F32)
+        flags_fail("--acts-fp32: --precision %s keeps its activations in fp32 already (the "
+                   "flag is for the 2-byte recipes)", a->precision);
+    const char *need = gpt_recipe_needs(recipe);
+    if (!need) return;
+    for (int i = 0; i < a->n_ext; i++) {
+        const char *p = a->ext[i]->provides;
+        size_t k = strlen(need);
+        for (; p && (p = strstr(p, need)); p += k)
+            if (p[k] == 0 || p[k] == '|') return;
+    }
+    const char *stage = train_catalogue_stage(need);
+    flags_fail("--precision %s needs %s, which %s teaches: this program was linked without "
+               "that stage (make stage-N links the stages up to N; make links them all)",
+               a->precision, need, stage ? stage : "a later stage");
 }
 
 void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
@@ -131,60 +144,15 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
         flags_fail("--data %s is byte-level text and needs --vocab >= 256 (the model has %d)",
                    a->data, cfg->vocab);
     if (synthetic && cfg->vocab < 4) flags_fail("the synthetic corpus needs --vocab >= 4");
-    // Flags of one recipe given with another do nothing: say so rather than ignore them.
-    GPTRecipe recipe = PREC_FP32;
-    if (gpt_recipe_parse(a->precision, &recipe) == 0) {
-        if (recipe != PREC_MIXED_FP16 && (a->loss_scale != LOSS_SCALE_START ||
-                                          a->loss_scale_window != LOSS_SCALE_WINDOW))
-            flags_fail("--loss-scale and --loss-scale-window are mixed-fp16's (dynamic loss "
-                       "scaling); --precision %s does not scale the loss", a->precision);
-        if (a->acts_fp32 && gpt_recipe_dtype(recipe) == DT_F32)
-            flags_fail("--acts-fp32: --precision %s keeps its activations in fp32 already (the "
-                       "flag is for the 2-byte recipes)", a->precision);
-    }
-    if (a->recompute_every != 1 && strcmp(a->recompute, "full") != 0)
-        flags_fail("--recompute-every %d needs --recompute full", a->recompute_every);
-    if (!a->ckpt_dir && (a->resume || a->ckpt_every || a->max_restarts || a->ckpt_async))
-        flags_fail("%s needs --ckpt-dir", a->resume ? "--resume" : a->ckpt_every ? "--ckpt-every"
-                   : a->ckpt_async ? "--ckpt-async"
-                   : "--max-restarts (a restart resumes from the latest checkpoint)");
-    if (a->elastic && !a->max_restarts)
-        flags_fail("--elastic needs --max-restarts (it decides how a restart goes on)");
-    if (a->straggler_factor > 0 && a->straggler_factor <= 1)
-        flags_fail("--straggler-factor %g: a straggler is slower than the median, so the factor "
-                   "must exceed 1", a->straggler_factor);
-    if (a->spike_factor > 0 && a->spike_factor <= 1)
-        flags_fail("--spike-factor %g: a spike is a loss above the median, so the factor must "
-                   "exceed 1", a->spike_factor);
+    recipe_check(a);
     // What would fail after the training (or in every rank after the launch) is named
-    // now: the corpus, the folder the weights go to, the fault's syntax.
+    // now: the corpus, the folder the weights go to.
     struct stat st;
     errno = 0;
     if (!synthetic && (stat(a->data, &st) != 0 || !S_ISREG(st.st_mode) || access(a->data, R_OK)))
         flags_fail("--data %s: not a readable file%s%s", a->data, errno ? ": " : "",
                    errno ? strerror(errno) : "");
     if (a->save_params) flags_check_output("--save-params", a->save_params);
-    // A checkpoint folder's problems (not one, not writable, an earlier run's, one
-    // checkpoint given for the folder of them) before the model is built.
-    char cerr[4400];
-    if (a->ckpt_dir && ckpt_dir_check(a->ckpt_dir, !a->resume && comm_attempt() == 0, cerr, sizeof cerr))
-        flags_fail("%s", cerr);
-    Fault f = {0};
-    char ferr[256];
-    if (a->inject && fault_parse(a->inject, COMM_MAX_RANKS, a->steps, &f, ferr, sizeof ferr) != 0)
-        flags_fail("%s", ferr);
-    // Faults that could never strike as asked (the run would end as if none were asked).
-    int saves = f.step == a->steps || (a->ckpt_every && f.step % a->ckpt_every == 0);
-    int in_ckpt = a->inject && (f.kind == FAULT_CORRUPT || f.during_ckpt);
-    if (in_ckpt && !a->ckpt_dir)
-        flags_fail("--inject %s: %s strikes a checkpoint: it needs --ckpt-dir", a->inject,
-                   f.during_ckpt ? "during=ckpt" : "corrupt");
-    if (in_ckpt && !saves)
-        flags_fail("--inject %s: no checkpoint is saved at step %d%s (--ckpt-every %d; the last "
-                   "step, %d, always saves)", a->inject, f.step, f.step_random ? ", which "
-                   "step=random drew (another seed= draws another)" : "", a->ckpt_every, a->steps);
-    if (a->inject && !comm_supervised() && f.attempt > a->max_restarts)
-        flags_fail("--inject %s: attempt %d never comes: the job runs attempts 0 to %d "
-                   "(--max-restarts; more under 07_fault_tolerance/supervise.sh)", a->inject,
-                   f.attempt, a->max_restarts);
+    for (int i = 0; i < a->n_ext; i++)
+        if (a->ext[i]->validate) a->ext[i]->validate(a->ext_args[i], a, cfg);
 }

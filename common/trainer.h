@@ -1,59 +1,96 @@
-// trainer.h — the training loop every driver shares: build the model, then
-// step: micro-batches forward and backward, synchronise gradients (a hook: DDP
-// plugs in here), clip, AdamW. Prints loss, ms, tokens/s, MFU and peak memory
-// per category every step, and a summary.
+// trainer.h — the training every driver shares: its flags, the start of a job, and
+// the loop. A driver (build/train, stage 02's ddp_train, ...) parses its command
+// line, launches its ranks, builds a strategy and calls train_run:
+//
+//   TrainJob j;
+//   train_job_parse(&j, argc, argv, my_flags, n, "ddp_train [flags]", "...");
+//   ... check the layout (flags_fail) ...
+//   train_job_launch(&j, &cc, "--algo=ring");     // the ranks, the same flags, the context
+//   ... build the strategy's hooks ...
+//   train_run(&j, &hooks);                        // the loop: trainer.c
+//   train_job_end(&j);
+//
+// The loop: micro-batches forward and backward (or a pipeline's schedule), the
+// gradients synchronised (a hook: DDP plugs in here, a sharded strategy owns the
+// whole step), clip, AdamW; loss, ms, tokens/s, MFU and peak memory per category
+// every step, and a summary. Later stages plug into it as training extensions
+// (train_ext.h: stage 06's loss scaling, stage 07's checkpoints and faults).
 #pragma once
 #include <stddef.h>
 
-#include "checkpoint.h"
 #include "comm.h"
 #include "ctx.h"
 #include "flags.h"
 #include "model.h"
 #include "optim.h"
+#include "train_state.h"
+
+// ---------------------------------------------------------------- the flags
+
+#define TRAIN_MAX_EXTENSIONS 4
+typedef struct TrainExtension TrainExtension;
 
 typedef struct {
     const char *preset, *device, *data, *save_params;
-    const char *recompute;  // "none", "selective", "full" (model.h's GPTRecompute)
-    int recompute_every;    // full: every k-th layer
     const char *precision;  // model.h's GPTRecipe: "fp32", "mixed-bf16", ...
     int acts_fp32;          // a 2-byte recipe's activations in fp32 slots (gpt_set_acts_fp32)
-    double loss_scale;      // mixed-fp16: the initial loss scale
-    int loss_scale_window;  // mixed-fp16: good steps before the scale grows
-    int inject_overflow;    // > 0: that step's gradients overflow (a test of the skip)
     int layers, width, heads, seq, vocab;  // 0 = from the preset
     int batch, accum, steps, threads, warmup, log_every;
     double lr, beta1, beta2, weight_decay, grad_clip, peak_tflops;
     unsigned long long seed;
     size_t device_mem;
-    // Checkpoints (stage 07): saved into ckpt_dir every ckpt_every steps and at the
-    // end, the last ckpt_keep kept; resume: continue from the newest good one.
-    const char *ckpt_dir;
-    int ckpt_every, ckpt_keep, resume;
-    int ckpt_async;  // write checkpoints on a thread while training goes on
-    int sdc_every;          // compare the replicas' weights (a hash) every n steps
-    double spike_factor;    // skip an update whose loss exceeds this x the recent median
-    double straggler_factor;  // name a rank this much slower than the median, 3 steps running
-    // The launcher's supervisor starts a job whose rank died up to max_restarts times
-    // again (CommConfig.max_restarts); a restarted job resumes from its checkpoints.
-    int max_restarts;
-    int elastic;            // a rank that keeps failing is dropped: go on with fewer
-    // Fault injection (stage 07's faults.c): "kill,step=8,rank=1" and the like.
-    const char *inject;
+    // The training extensions linked into this binary (train_ext.h), in their order,
+    // and the values of their flags (ext_args[i]: extension i's own struct).
+    int n_ext;
+    const TrainExtension *ext[TRAIN_MAX_EXTENSIONS];
+    void *ext_args[TRAIN_MAX_EXTENSIONS];
 } TrainArgs;
 
-#define TRAIN_MAX_FLAGS 48
+#define TRAIN_MAX_FLAGS 64
+// The defaults, the extensions' too (train_args_free releases theirs).
 void train_args_default(TrainArgs *a);
-// Writes the training flags into rows (room for TRAIN_MAX_FLAGS); returns how many.
+void train_args_free(TrainArgs *a);
+// Writes the training flags and every extension's into rows (room for
+// TRAIN_MAX_FLAGS); returns how many.
 int train_flags(TrainArgs *a, Flag *rows);
-// Resolves preset + overrides into cfg, validating everything (exits 2 naming
-// the flag on bad input).
+// Resolves preset + overrides into cfg, validating everything, the extensions' flags
+// too (exits 2 naming the flag on bad input).
 void train_resolve(const TrainArgs *a, GPTConfig *cfg);
 // The training flags every rank must share, as words ("--preset=small --layers=4 ...
-// --precision=mixed-bf16 ..."), into buf: a driver appends its own and hands the
-// line to comm_check_same_config, so a rank started with other flags (mpirun and
-// torchrun start each rank from its own command line) is named before any work.
+// --precision=mixed-bf16 ...", then the extensions'), into buf: so that a rank
+// started with other flags (mpirun and torchrun start each rank from its own command
+// line) is named before any work.
 void train_config_words(const TrainArgs *a, const GPTConfig *cfg, char *buf, size_t n);
+
+// ---------------------------------------------------------------- a job's start
+
+typedef struct {
+    TrainArgs a;
+    GPTConfig cfg;          // resolved
+    Device dev;
+    Flag flags[TRAIN_MAX_FLAGS + 32];
+    int nf;                 // the parsed table (flag_given / flag_value for the driver's checks)
+    Comm *comm;             // the ranks; NULL: one process with no supervisor (build/train)
+    Ctx ctx;                // this rank's
+} TrainJob;
+
+// Parses the command line: the training flags, every extension's, then the driver's
+// own (`extra`, n of them; NULL, 0 for none), and resolves the model. Bad input
+// exits 2 naming it; a flag of a stage this binary was linked without is named with
+// its stage. The job must not move afterwards (the table points into j->a).
+void train_job_parse(TrainJob *j, int argc, char **argv, const Flag *extra, int n,
+                     const char *usage, const char *about);
+// Launches the ranks (cc: --np, --transport, --timeout; the extensions add a
+// supervisor's restarts), checks that every rank was started with the same flags
+// (the training words, --np and the driver's `words`), and makes this rank's
+// context on its device (a GPU picked by local rank). cc NULL: one process (build/
+// train), launched only when a supervisor restarts it.
+void train_job_launch(TrainJob *j, CommConfig *cc, const char *words);
+void train_job_end(TrainJob *j);  // the context, the ranks, the flags' storage
+int train_job_rank(const TrainJob *j);
+int train_job_world(const TrainJob *j);
+
+// ---------------------------------------------------------------- strategies
 
 // A data-parallel strategy that shards what DDP replicates (stage 03: ZeRO-1/2/3,
 // FSDP) owns the model states and the optimizer step; the trainer keeps the loop,
@@ -80,27 +117,23 @@ typedef struct {
     // The whole model's weights into host memory `out`, gpt_num_params(&g->cfg)
     // floats in the single-process layout (every rank calls it).
     void (*gather_params)(GPT *g, float *out, void *arg);
-    // What this rank holds, for a checkpoint (stage 07): its weights, moments and
-    // masters as views of the flat layout, and its optimizers. NULL: the strategy
-    // cannot be checkpointed (the trainer refuses --ckpt-dir).
+    // What this rank holds (train_state.h): its weights, moments and masters as views
+    // of the flat layout, and its optimizers. NULL: the strategy does not expose it
+    // (an extension that needs it refuses its flags).
     void (*state)(GPT *g, TrainState *st, void *arg);
-    // The sum over every rank that a checkpoint's agreements need (checkpoint.h's
-    // CkptSum), where the strategy's progress thread owns the Comm; NULL: the
-    // trainer's own, point to point over TrainHooks.comm.
+    // The sum over every rank a job-wide decision needs (train_state.h's JobSum),
+    // where the strategy's progress thread owns the Comm; NULL: the trainer's own,
+    // point to point over the job's world.
     void (*sum)(float *buf, int n, void *arg);
     void (*destroy)(GPT *g, void *arg);
     void *arg;
 } TrainStrategy;
 
 typedef struct {
-    int rank, world;      // this rank's slice of each global batch
-    // The ranks of the job on this machine and the cores they may use together
-    // (comm_local_size/comm_local_cores): the CPU's MFU peak counts these cores.
-    // 0 = unknown: the world, and this process's own cores.
-    int local_ranks, local_cores;
     // The data-parallel rank and size: ranks that hold the same model pieces read
     // different slices of the batch; the ranks of one tensor-parallel group read
-    // the same one (stage 04). 0 and 0: rank and world (every rank is a replica).
+    // the same one (stage 04). 0 and 0: the job's rank and world (every rank is a
+    // replica).
     int data_rank, data_world;
     // After the backward passes of a step, before clipping and the update: DDP
     // averages the gradients over its group here. NULL for a single process.
@@ -111,10 +144,7 @@ typedef struct {
     void *arg;
     const char *label;    // "1 process", "DDP over 4 ranks (ring)", ...
     const TrainStrategy *strategy;  // NULL: the whole model on every rank
-    // Checkpoints: the job's ranks (a save and a load are collectives over them),
-    // and the layout the manifest records ("dp=2 tp=2 pp=1 zero=0"). NULL: one process.
-    Comm *comm;
-    const Group *group;
+    // The layout in words, "dp=2 tp=2 pp=1 zero=0" (a checkpoint records it).
     const char *layout;
 } TrainHooks;
 
@@ -123,6 +153,7 @@ typedef struct {
     float first_loss, final_loss;
 } TrainResult;
 
-// Runs the whole training on ctx's device. Only rank 0 prints, and on the CPU
-// only rank 0 measures the sgemm peak (its mfu is the only one filled in).
-TrainResult train_run(const TrainArgs *a, Ctx *ctx, const TrainHooks *h);
+// Runs the whole training on the job's context. h NULL: one process, the whole
+// model. Only rank 0 prints, and on the CPU only rank 0 measures the sgemm peak
+// (its mfu is the only one filled in).
+TrainResult train_run(TrainJob *j, const TrainHooks *h);

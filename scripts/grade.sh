@@ -84,7 +84,7 @@ fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 what="the binaries in $BUILD/"
-[ "$BUILD" = build-ex ] && what="build-ex/: every stage's exercises/ (yours) in place of its reference"
+[ "$BUILD" = build-ex ] && what="build-ex/: your $dir/exercises/ in place of its reference, the stages before it the reference's, none after it"
 if [ -n "${GRADE_FROM:-}" ]; then
     # A log of this suite that `make test` has just written (grade_check.sh checks
     # that nothing it ran has changed since): scored without running it again.
@@ -186,29 +186,17 @@ for i in "${!names[@]}"; do
         fi
         [ -n "${rerun[$r]:-}" ] && say "    rerun alone: ${rerun[$r]}"
     done
-    # Every stage's exercises are built in: a failure shown in another stage's files
-    # may be that stage's unfinished exercise, not this one's (an earlier stage's, or
-    # stage 06's and 07's, which the core's trainer runs in every program).
+    # Grading builds the stages before this one from their reference and leaves the
+    # later ones out: a failure shown in an earlier stage's files is reference code
+    # running on what this stage's files gave it.
     for st in $(printf '%s' "$shown" | grep -o '\b0[1-7]_[a-z_]*/' | sort -u | cut -c1-2); do
-        if [ "$((10#$st))" -ne "$((10#$n))" ] && [[ " ${hinted:-} " != *" $st "* ]]; then
+        if [ "$((10#$st))" -lt "$((10#$n))" ] && [[ " ${hinted:-} " != *" $st "* ]]; then
             hinted="${hinted:-} $st"
-            echo "    note: the failure above is in stage $st's code, which runs your stage $st" \
-                 "exercises too: make grade-$((10#$st)) says whether they are done"
+            echo "    note: the failure above shows in stage $st's code, which is the reference's" \
+                 "here: what it was given comes from your stage $n files"
         fi
     done
 done
-if [ "$full" = 0 ] && [ "$BUILD" = build-ex ] && [ "$((10#$n))" -gt 1 ]; then
-    earlier="make grade-1"
-    [ "$((10#$n))" -gt 2 ] && earlier="make grade-1 ... make grade-$((10#$n - 1))"
-    case $((10#$n)) in
-        6) others="$earlier and make grade-7" ;;
-        7) others=$earlier ;;
-        *) others="$earlier, make grade-6 and make grade-7" ;;
-    esac
-    echo "(every stage's exercises are built in: a check here can fail in another stage's"
-    echo " code you have not finished, an earlier stage's or the stage 06 and 07 parts the"
-    echo " trainer runs; $others say which)"
-fi
 if [ "$have_mpi" = 0 ] && grep -q 'mpi:' "$parts_file"; then
     echo "(checks over MPI not expected: no mpirun, or $BUILD was built without mpicc)"
 fi

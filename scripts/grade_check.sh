@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # grade_check.sh — proves every stage's grader (`make grade-check`, part of `make check`).
 #
-# For each stage with NN_*/exercises/parts.txt, graded through the same path a
-# learner's code is (scripts/grade.sh):
-#   1. the reference (build/) scores full marks;
-#   2. the pristine starters (build-ex/) score 0, and fail cleanly: no test crashed
-#      by a signal or ran into the runner's time limit;
+# For each stage N with NN_*/exercises/parts.txt, graded through the same path a
+# learner's code is (scripts/grade.sh), in the learner's own state: the stages before
+# N built from their reference, stage N from the file under test, and no later stage
+# linked at all (make UPTO=N; a later stage's starter or reference cannot change a
+# score it is not part of, and step 0 proves it is not):
+#   0. the graded programs hold no symbol of a later stage (nm over build-ex/'s
+#      programs against the later stages' objects);
+#   1. the reference scores full marks (make test ran each stage's suite on the
+#      programs linked as make stage-N links them: scored from its log);
+#   2. the pristine starters (build-ex/, UPTO=N EX=N) score 0, and fail cleanly: no
+#      test crashed by a signal or ran into the runner's time limit;
 #   3. every mutant in tests/mutants/stageNN/*.patch — a typical learner mistake,
 #      as a patch to the reference solution — loses the marks of each part its
 #      "# breaks:" line names, and the suite still finishes: no test ran into the
@@ -17,9 +23,11 @@
 #      less than full marks: by a failing check, or by a check that never reported
 #      (its test crashed or hung first), which grading counts as failed.
 # Mutants are built in build-mut/, a copy of the tree and of build/ with the one
-# patched file rebuilt. Prints one PASS/FAIL line per proof and "N passed, N failed".
+# patched file rebuilt (UPTO=N). build-ex/ starts as a copy of build/ (the same
+# reference objects: only stage N's exercises are compiled). Prints one PASS/FAIL
+# line per proof and "N passed, N failed".
 #
-#   bash scripts/grade_check.sh          every stage (build/ and build-ex/ must be built)
+#   bash scripts/grade_check.sh          every stage (build/ must be built)
 #   bash scripts/grade_check.sh 2        stage 02 only
 set -u
 cd "$(dirname "$0")/.."
@@ -69,6 +77,31 @@ make_mutant_tree() {
     cp -a build build-mut/build
 }
 
+# 0. No symbol a later stage's objects define is in a program of build-ex/ (its
+# executables: the drivers and the tests), which make UPTO=N linked.
+check_alone() {  # check_alone NN
+    local n=$1 later="" ours="build-ex/common build-ex/tests" s bins hits
+    for s in [0-9][0-9]_*; do
+        if [ "$((10#${s%%_*}))" -gt "$((10#$n))" ]; then later+=" build-ex/$s"; else ours+=" build-ex/$s"; fi
+    done
+    if [ -z "$later" ]; then
+        verdict 1 "grade.stage$n.later_stages_absent" "no stage after $n"
+        return
+    fi
+    # (a name the core or an earlier stage defines too, main say, is theirs)
+    find $ours -name '*.o' -exec nm --defined-only {} + 2>/dev/null |
+        awk '$2 ~ /^[TDR]$/ {print $3}' | sort -u >"$log/ours"
+    find $later -name '*.o' -exec nm --defined-only {} + 2>/dev/null |
+        awk '$2 ~ /^[TDR]$/ {print $3}' | sort -u | comm -23 - "$log/ours" >"$log/later"
+    bins=$(make --no-print-directory -s UPTO="$n" EX="$n" BUILD=build-ex programs)
+    # shellcheck disable=SC2086
+    hits=$(nm --defined-only $bins 2>/dev/null | awk '$2 ~ /^[TDR]$/ {print $3}' | sort -u |
+           comm -12 - "$log/later" | head -n 5 | tr '\n' ' ')
+    local said="the graded programs hold no symbol of stages after $n"
+    [ -n "$hits" ] && said="a graded program holds symbols of a later stage: $hits"
+    verdict "$([ -z "$hits" ] && echo 1)" "grade.stage$n.later_stages_absent" "$said"
+}
+
 check_stage() {  # check_stage NN
     local n=$1 out="$log/out" raw="$log/raw" total ref ex m t0 secs name breaks part s lost
     # 1. the reference. `make test` (make check's first step) has run this suite on
@@ -76,13 +109,16 @@ check_stage() {  # check_stage NN
     # (binaries, tests, the stage's folder, the scripts) has changed since.
     local from="build/suite-logs/stage$n.log" dir newer=""
     dir=$(ls -d "${n}"_* | head -n 1)
+    # (make test relinks the programs for every stage's suite: they are newer than its
+    # log. What must not be newer is the code and the tests.)
     if [ -s "$from" ]; then
-        newer=$(find build -maxdepth 2 -type f -perm -u+x -newer "$from" -print -quit)
-        [ -z "$newer" ] && newer=$(find tests scripts "$dir" -type f -newer "$from" -print -quit)
+        newer=$(find common tests scripts "$dir" Makefile -type f -newer "$from" -print -quit)
     fi
     if [ -s "$from" ] && [ -z "$newer" ]; then
         GRADE_FROM=$from GRADE_LOG="$log/ref" BUILD=build bash scripts/grade.sh "$n" >"$out" 2>&1
-    else
+    else  # the reference in the learner's state, built and run now
+        make --no-print-directory -s UPTO="$n" BUILD=build all >"$log/make" 2>&1 ||
+            { verdict 0 "grade.stage$n.reference_full_marks" "make UPTO=$n: $(tail -n 3 "$log/make")"; return; }
         GRADE_LOG="$log/ref" BUILD=build bash scripts/grade.sh "$n" >"$out" 2>&1
     fi
     ref=$(tail -n 1 "$out")
@@ -90,7 +126,10 @@ check_stage() {  # check_stage NN
     verdict "$([ -n "$total" ] && [ "$ref" = "score: $total/$total" ] && echo 1)" \
         "grade.stage$n.reference_full_marks" "$ref"
     [ "$ref" = "score: $total/$total" ] || sed 's/^/    /' "$out" | head -n 40
-    # 2. the starters
+    # 2. the starters, stage N's alone (its exercises/), the stages before it the reference's
+    make --no-print-directory -s UPTO="$n" EX="$n" BUILD=build-ex all >"$log/make" 2>&1 ||
+        { verdict 0 "grade.stage$n.starters_score_zero" "make UPTO=$n EX=$n: $(tail -n 3 "$log/make")"; return; }
+    check_alone "$n"
     GRADE_LOG=$raw BUILD=build-ex bash scripts/grade.sh "$n" >"$out" 2>&1
     ex=$(tail -n 1 "$out")
     verdict "$([ "$ex" = "score: 0/$total" ] && echo 1)" "grade.stage$n.starters_score_zero" "$ex"
@@ -110,7 +149,7 @@ check_stage() {  # check_stage NN
             continue
         fi
         t0=$(date +%s)
-        if ! make -C build-mut --no-print-directory -s BUILD=build all >"$log/make" 2>&1; then
+        if ! make -C build-mut --no-print-directory -s UPTO="$n" BUILD=build all >"$log/make" 2>&1; then
             verdict 0 "grade.stage$n.mutant.$name" "does not build: $(tail -n 3 "$log/make")"
         else
             : >"$log/stop"
@@ -142,7 +181,11 @@ stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
     for parts in [0-9][0-9]_*/exercises/parts.txt; do [ -f "$parts" ] && stages+=("${parts%%_*}"); done
 fi
+# build-ex/: the reference's objects, so that a stage's starters compile alone.
+rm -rf build-ex && cp -a build build-ex
 for st in "${stages[@]}"; do check_stage "$(printf '%02d' "$((10#$st))")"; done
 rm -rf build-mut
+# build/'s programs linked with every stage again, as `make` leaves them.
+make --no-print-directory -s BUILD=build all >/dev/null 2>&1 || echo "grade_check: make all failed"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

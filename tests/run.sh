@@ -138,6 +138,8 @@ core() {
     for t in dtype rng ledger flags json safetensors ops model; do
         run "$t" "$BUILD/tests/test_$t"
     done
+    run extensions "$BUILD/tests/test_extensions"
+    run layering bash tests/test_layering.sh "$BUILD"
     run cli bash tests/test_cli.sh "$BUILD"
     run transports bash tests/test_transports.sh "$BUILD"
     if "$PY" -c 'import torch' 2>/dev/null; then
@@ -170,8 +172,18 @@ if [ ${#suites[@]} -eq 0 ]; then
     for f in tests/stage[0-9][0-9].sh; do [ -f "$f" ] && suites+=("$(basename "$f" .sh)"); done
     suites+=(gpu)
 fi
+# STAGE_MAKE (make test): the make that built $BUILD. Each stage's suite then runs on
+# the programs as that stage's learner has them, the stages up to it linked and no
+# later one (make UPTO=N relinks them: the objects are the same); the core's and the
+# GPU's on every stage. A stage that needs a later stage to pass fails here.
+relink() {  # relink UPTO ("" = every stage)
+    [ -n "${STAGE_MAKE:-}" ] || return 0
+    $STAGE_MAKE --no-print-directory -s ${1:+UPTO=$1} BUILD="$BUILD" all >"$log/relink" 2>&1 ||
+        { echo "  [relink] FAIL: make UPTO=${1:-all} failed:"; tail -n 5 "$log/relink"; failed=$((failed + 1)); }
+}
 for suite in "${suites[@]}"; do
     s=$suite
+    case "$s" in stage[0-9][0-9]) relink $((10#${s#stage})) ;; *) relink "" ;; esac
     # SUITE_LOG_DIR (make test): each suite's lines, as scripts/grade.sh reads them, in
     # DIR/SUITE.log, so that grade_check.sh need not run the reference suites again.
     suite_log=

@@ -127,6 +127,8 @@ run pp-refuse-layers s5_refuse layers "need at least as many --layers" --np 4 --
 run pp-refuse-interleaved-m s5_refuse interleaved_m "a multiple of --pp" --np 2 --pp 2 \
     --schedule interleaved --grad-accum 3 --preset tiny --layers 4
 run pp-refuse-np s5_refuse np "does not divide the 3 ranks" --np 3 --pp 2 --preset tiny
+run pp-refuse-zero1 s5_refuse zero1_one_replica "there is one (use --np 4 --pp 2" --np 2 --pp 2 \
+    --zero1 --preset tiny
 
 # The timeline: Chrome JSON with every rank's forwards and backwards.
 s5_trace() {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "precision.h"
 #include "test_gpu.h"
 
 // ---------------------------------------------------------------- ops
@@ -382,7 +383,7 @@ void test_low_precision(Env *e, const Dims *d) {
     buf_upload(e, &x);
     for (int dev = 0; dev < 2; dev++) {
         Ctx *xc = ctx_of(e, dev);
-        xc->ops->round_stochastic_bf16(xc, on(&x, dev), n, 1234, 99);
+        xc->ops->round_stochastic_bf16(xc, on(&x, dev), n, 1234, 99, &precision_plugins.sround);
     }
     float *c = read_back(&e->cpu, x.c, x.bytes), *g = read_back(&e->gpu, x.g, x.bytes);
     check_same_bits(e, "round_stochastic_bf16", c, g, x.bytes);

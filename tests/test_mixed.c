@@ -44,6 +44,7 @@
 #include "model.h"
 #include "model_internal.h"
 #include "ops.h"
+#include "precision.h"
 #include "rng.h"
 
 enum { N = 64, C = 96, OC = 80 };
@@ -102,6 +103,7 @@ static void test_fp8_linear(TestState *ts, Ctx *ctx) {
     GPTConfig cfg = {.n_layer = 1, .n_embd = C, .n_head = 4, .seq_len = 8, .vocab = 64};
     GPT g;
     gpt_init(&g, ctx, &cfg, 3);
+    g.plugins = &precision_plugins;
     gpt_set_precision(&g, PREC_FP8, 1);
     size_t nx = (size_t)N * C, nw = (size_t)OC * C, ny = (size_t)N * OC;
     float *x = xmalloc(sizeof(float) * nx), *w = xmalloc(sizeof(float) * nw);
@@ -160,6 +162,7 @@ static void test_gemm_dtype_per_model(TestState *ts, Ctx *ctx) {
     GPT m[3];
     for (int i = 0; i < 3; i++) {  // all three built first: the fp8 model set its recipe last
         gpt_init(&m[i], ctx, &cfg, 5);
+        m[i].plugins = &precision_plugins;
         gpt_set_precision(&m[i], recipes[i], 1);
         gpt_alloc_grads(&m[i]);
         gpt_alloc_acts(&m[i], 2, 8);

@@ -24,6 +24,9 @@
 #include "precision.h"
 #include "rng.h"
 
+// The rule the CPU backend applies element by element: your sround.c's.
+static const SRoundRule RULE = {f32_to_bf16_stochastic, sround_bits};
+
 static int same_float(float a, float b) { return isnan(a) ? isnan(b) : float_bits(a) == float_bits(b); }
 
 static Ctx cpu;  // the CPU backend, for the ops
@@ -228,9 +231,9 @@ static void test_sround_op(TestState *ts) {
     memcpy(b, a, n * 4);
     memcpy(c, a, n * 4);
     int bad = 0;
-    cpu.ops->round_stochastic_bf16(&cpu, a, n, 99, 5);
-    cpu.ops->round_stochastic_bf16(&cpu, b, n / 2, 99, 5);
-    cpu.ops->round_stochastic_bf16(&cpu, b + n / 2, n - n / 2, 99, 5 + n / 2);
+    cpu.ops->round_stochastic_bf16(&cpu, a, n, 99, 5, &RULE);
+    cpu.ops->round_stochastic_bf16(&cpu, b, n / 2, 99, 5, &RULE);
+    cpu.ops->round_stochastic_bf16(&cpu, b + n / 2, n - n / 2, 99, 5 + n / 2, &RULE);
     for (size_t i = 0; i < n; i++) bad += float_bits(a[i]) != float_bits(b[i]) ||
                                           float_bits(a[i]) != float_bits(sr(c[i], sround_bits(99, 5 + i)));
     test_report(ts, bad == 0, "mp.sround.deterministic",
@@ -242,8 +245,8 @@ static void test_sround_op(TestState *ts) {
     for (size_t i = 0; i < n; i++) c[i] = float_from_bits(0x3f808000u);  // 1 + 2^-8: p = 1/2
     memcpy(a, c, n * 4);
     memcpy(b, c, n * 4);
-    cpu.ops->round_stochastic_bf16(&cpu, a, n, 1, 0);
-    cpu.ops->round_stochastic_bf16(&cpu, b, n, 2, 0);
+    cpu.ops->round_stochastic_bf16(&cpu, a, n, 1, 0, &RULE);
+    cpu.ops->round_stochastic_bf16(&cpu, b, n, 2, 0, &RULE);
     size_t diff = 0;
     for (size_t i = 0; i < n; i++) diff += a[i] != b[i];
     double frac = (double)diff / n, se = sqrt(0.25 / n);
@@ -278,7 +281,7 @@ static void test_sround_unbiased(TestState *ts) {
         double hi = bf16_to_f32((uint16_t)((float_bits(x) >> 16) + 1));    // away from zero
         double gap = hi - lo, p = ((double)x - lo) / gap;
         for (size_t i = 0; i < K; i++) v[i] = x;
-        cpu.ops->round_stochastic_bf16(&cpu, v, K, 2024 + k, 0);
+        cpu.ops->round_stochastic_bf16(&cpu, v, K, 2024 + k, 0, &RULE);
         double sum = 0;
         size_t up = 0;
         for (size_t i = 0; i < K; i++) sum += v[i], up += (double)v[i] == hi;

@@ -40,6 +40,7 @@
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
+#include "precision.h"
 #include "rng.h"
 
 enum { B = 2, STEPS = 3 };
@@ -83,6 +84,7 @@ static Run run_as(GPTRecipe recipe, int fp32_slots, GPTRecompute rc, int every, 
     ctx.ops = &counted;
     GPT g;
     gpt_init(&g, &ctx, &CFG, 7);
+    g.plugins = &precision_plugins;  // this stage's recompute (the model calls it)
     gpt_set_recompute(&g, rc, every);
     gpt_set_precision(&g, recipe, 5);
     gpt_set_acts_fp32(&g, fp32_slots);

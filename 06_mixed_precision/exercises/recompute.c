@@ -23,7 +23,7 @@
 //
 // The recomputed tensors must be the saved ones bit for bit: the same calls on the
 // same inputs. Which inputs are those? (What did the forward of layer l read?)
-#include "model.h"
+#include "precision.h"
 
 LayerActs gpt_recompute_layer(GPT *g, const float *x, int l, int B, int T) {
     LayerActs a = g->acts.layers[l];

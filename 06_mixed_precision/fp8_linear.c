@@ -1,4 +1,4 @@
-// model_fp8.c — the fp8 recipe's linear layers: every GEMM of the GPT reads fp8.
+// fp8_linear.c — the fp8 recipe's linear layers: every GEMM of the GPT reads fp8.
 //
 // The recipe is mixed-bf16 with one more step, as NVIDIA Transformer Engine does it
 // on Hopper: each matmul's inputs are cast to fp8 just before the GEMM, which then
@@ -6,8 +6,7 @@
 // bits, 3 mantissa: more precision, range ±448), the backward's output gradient dy
 // to E5M2 (5 and 2: the range gradients need, ±57344). fp8 has so little range that
 // every tensor needs its own scale: q = fp8(x * s), x ≈ q / s. The scale comes from
-// the tensor's amax (max |x|) over the last steps ("delayed scaling",
-// 06_mixed_precision/fp8.c): s = fp8_max / amax. This step's amaxes are recorded as
+// the tensor's amax (max |x|) over the last steps ("delayed scaling", fp8.c): s = fp8_max / amax. This step's amaxes are recorded as
 // the tensors are cast and go into the histories when the step ends
 // (gpt_fp8_step_end), so the scales are fixed for a whole step: the backward's casts
 // of x and w (it needs them for the weight gradient and the input gradient) are the
@@ -18,16 +17,15 @@
 // core computes, up to its accumulation order. The GEMMs get the scales too
 // (ops->matmul_fp8_*): the CUDA backend runs them on the fp8 tensor cores through
 // cuBLASLt (common/ops_cuda_fp8.cu; COURSE_FP8_GEMM=fp32: the fp32 GEMM, as the CPU).
-// Serial layers only (one process, or
-// data parallelism: each rank keeps its own scales, where Transformer Engine would
-// all-reduce the amaxes over the data-parallel group).
+// Serial layers only (one process, or data parallelism: each rank keeps its own
+// scales, where Transformer Engine would all-reduce the amaxes over the
+// data-parallel group). The model calls these through its plugins (precision_plugins,
+// plugins.c): the core's serial linear layers hand their GEMMs over while g->fp8 is set.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "model.h"
-#include "model_internal.h"
 #include "ops.h"
 #include "precision.h"
 
@@ -50,12 +48,11 @@ struct GPTFp8 {
     size_t scratch_floats, nx, nw;
 };
 
-void gpt_fp8_enable(GPT *g, int history) {
+void gpt_fp8_enable(GPT *g) {
     CHECK(!g->fp8, "fp8 already enabled");
-    CHECK(history >= 1, "fp8 amax history of %d steps", history);
     g->fp8 = calloc(1, sizeof *g->fp8);
     CHECK(g->fp8, "out of host memory");
-    g->fp8->history = history;
+    g->fp8->history = GPT_FP8_HISTORY;
 }
 
 void gpt_fp8_free(GPT *g) {

@@ -1,4 +1,5 @@
-// grad_comm.c — data parallelism's all-reduce in bf16 (stage 06).
+// ddp_bf16.c — data parallelism's all-reduce with the gradients in bf16 on the wire
+// (ddp_train --grad-comm; 06_mixed_precision/README.md weighs its error).
 //
 // Mixed precision computes the gradients in bf16 already, so sending them as fp32
 // moves 16 zero bits per value. Sending bf16 halves the bytes, which on a
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "grad_comm.h"
+#include "ddp.h"
 #include "ops.h"
 
 void ddp_sync_grads_bf16(DDP *d, GPT *g) {
