@@ -25,7 +25,8 @@ const char *sched_source(SchedKind k) {
     static const char *const src[SCHED_COUNT] = {
         [SCHED_GPIPE] = "05_pipeline/schedule.c", [SCHED_1F1B] = "05_pipeline/sched_1f1b.c",
         [SCHED_INTERLEAVED] = "05_pipeline/sched_interleaved.c",
-        [SCHED_ZB_H1] = "05_pipeline/sched_zb.c"};
+        // ZB-H1's order is 1F1B's, split (sched_zb.c): a mistake in it is most likely there
+        [SCHED_ZB_H1] = "05_pipeline/sched_1f1b.c's 1F1B, split by 05_pipeline/sched_zb.c"};
     return k >= 0 && k < SCHED_COUNT ? src[k] : "05_pipeline/schedule.c";
 }
 
@@ -102,12 +103,6 @@ void pp_forward_with(PPSchedule *S, int s, int mb, int chunk) {
 void pp_backward_with(PPSchedule *S, int s, int mb, int chunk) {
     if (!pp_is_last(S, s, chunk)) pp_push(S, s, PP_RECV_GRAD, mb, chunk);
     pp_push(S, s, PP_BACKWARD, mb, chunk);
-    if (!pp_is_first(S, s, chunk)) pp_push(S, s, PP_SEND_GRAD, mb, chunk);
-}
-
-void pp_backward_input_with(PPSchedule *S, int s, int mb, int chunk) {
-    if (!pp_is_last(S, s, chunk)) pp_push(S, s, PP_RECV_GRAD, mb, chunk);
-    pp_push(S, s, PP_BACKWARD_INPUT, mb, chunk);
     if (!pp_is_first(S, s, chunk)) pp_push(S, s, PP_SEND_GRAD, mb, chunk);
 }
 

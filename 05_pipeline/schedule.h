@@ -17,11 +17,11 @@
 //   BACKWARD_WEIGHT mb c gradient (what the previous stage waits for), and the
 //                        weight gradients, which nobody waits for
 //
-// The generators (schedule.c: GPipe; sched_1f1b.c; sched_interleaved.c; sched_zb.c) write
-// them; the checker (checker.c) proves a schedule sound before it runs; the
-// engine (engine.c) executes any sound schedule. Sends and receives are posted,
-// not waited for: a FORWARD waits for its activation, a BACKWARD for its
-// gradient, and transfers overlap the compute between.
+// The generators (schedule.c: GPipe; sched_1f1b.c; sched_interleaved.c; sched_zb.c,
+// which rewrites 1F1B's) write them; the checker (checker.c) proves a schedule sound
+// before it runs; the engine (engine.c) executes any sound schedule. Sends and
+// receives are posted, not waited for: a FORWARD waits for its activation, a
+// BACKWARD for its gradient, and transfers overlap the compute between.
 #pragma once
 #include <stddef.h>
 
@@ -59,15 +59,16 @@ int sched_chunks(SchedKind k, int given);
 // the combination is not possible (interleaved needs v >= 2 and m a multiple of p).
 PPSchedule *sched_build(SchedKind k, int p, int m, int v, char *err, size_t n);
 void sched_free(PPSchedule *S);
-// The file whose generator writes kind k's actions ("05_pipeline/sched_1f1b.c"): an
-// unsound schedule's message names it (two of them are exercises).
+// The file whose generator writes kind k's actions ("05_pipeline/sched_1f1b.c"; for
+// ZB-H1, derived from 1F1B's, both): an unsound schedule's message names it (two of
+// them are exercises).
 const char *sched_source(SchedKind k);
 
 // The generators: fill an empty schedule (p, m, v set) with every rank's actions.
 void sched_gpipe(PPSchedule *S);
 void sched_1f1b(PPSchedule *S);
 void sched_interleaved(PPSchedule *S);
-void sched_zb_h1(PPSchedule *S);
+void sched_zb_h1(PPSchedule *S);  // builds 1F1B's (sched_build) and splits its backwards
 
 // Helpers for generators. pp_push appends an action to rank s. The *_with
 // functions append a compute action with its transfers around it: a forward
@@ -77,8 +78,6 @@ void sched_zb_h1(PPSchedule *S);
 void pp_push(PPSchedule *S, int s, PPOp op, int mb, int chunk);
 void pp_forward_with(PPSchedule *S, int s, int mb, int chunk);
 void pp_backward_with(PPSchedule *S, int s, int mb, int chunk);
-// The same with the input-gradient pass only (its weight pass is pushed apart).
-void pp_backward_input_with(PPSchedule *S, int s, int mb, int chunk);
 
 // Virtual stages: k = chunk·p + s. The neighbours of rank s's chunk c.
 int pp_vstage(const PPSchedule *S, int s, int chunk);

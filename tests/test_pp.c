@@ -131,8 +131,8 @@ static void test_checker(TestState *ts) {
                 }
         snprintf(name, sizeof name, "pp.check.generated.%s", sched_name((SchedKind)k));
         test_report(ts, bad == 0 && wrong_flight == 0 && count > 0, name, "%d schedules (p 1-4, m "
-                    "1-8): %d refused, %d with other than the formula's micro-batches in flight%s",
-                    count, bad, wrong_flight, first);
+                    "1-8, from %s): %d refused, %d with other than the formula's micro-batches in "
+                    "flight%s", count, sched_source((SchedKind)k), bad, wrong_flight, first);
     }
     // A missing receive: rank 1 of 1F1B (p 2, m 4) loses its third activation receive.
     PPSchedule *S = sched_build(SCHED_1F1B, 2, 4, 1, err, sizeof err);
@@ -187,8 +187,9 @@ static void test_checker(TestState *ts) {
                     sched_free(G);
                 }
         snprintf(name, sizeof name, "pp.check.serialized.%s", sched_name((SchedKind)k));
-        test_report(ts, bad == 0 && count > 0, name, "%d schedules (p 1-8, m 1-16) in posting "
-                    "order: %d finished, %d refused%s", count, count - refused, refused, first);
+        test_report(ts, bad == 0 && count > 0, name, "%d schedules (p 1-8, m 1-16, from %s) "
+                    "in posting order: %d finished, %d refused%s", count, sched_source((SchedKind)k),
+                    count - refused, refused, first);
     }
     // Sound with messages that move on their own, a deadlock in posting order:
     // interleaved 1F1B for p = 2, m = 4, v = 2 with each message posted at its
@@ -251,7 +252,7 @@ static void run_equiv(TestState *ts, Comm *c, Group *ppg, Group *dpg, TensorPara
     mesh_tag(tag, sizeof tag, kind, p, m, tp, dp, variant);
     PPSchedule *S = sched_build(kind, p, m, v, err, sizeof err);
     CHECK(S, "%s", err);
-    CHECK(sched_check(S, err, sizeof err) == 0, "%s: %s", tag, err);
+    CHECK(sched_check(S, err, sizeof err) == 0, "%s (%s): %s", tag, sched_source(kind), err);
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-3f;
     // The single process.

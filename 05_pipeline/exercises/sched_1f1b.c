@@ -17,6 +17,10 @@
 // messages run in the order posted (as over NCCL), and rank s must hold exactly
 // min(p - s, m) micro-batches at its peak (sched_max_in_flight): fewer means a
 // warm-up too short, and the stages after it idle.
+//
+// ../sched_zb.c builds the zero-bubble schedule ZB-H1 from yours (each backward
+// split in two, its weight pass deferred), so this part's checks include ZB-H1's
+// (min(p, m) in flight), and the engine's zb-h1 runs run your order too.
 #include "schedule.h"
 
 void sched_1f1b(PPSchedule *S) {
