@@ -5,12 +5,8 @@
 # (`make stage-1 RESULTS=results` rewrites it: maintainers only).
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-. scripts/run_info.sh
-R=$RESULTS/01_memory_wall
-mkdir -p "$R"
-rm -f "$R/run.info"  # written again once the data are complete
-rm -f "$R"/*.png     # drawn again from this run's data (none left from another run)
+. scripts/stage_lib.sh
+stage_begin 01_memory_wall '*.png'  # the figures: drawn again from this run's data
 machine=$(machine_desc)
 
 echo "== stage 01 tests"
@@ -20,8 +16,8 @@ echo
 echo "== measured vs predicted (machine: $machine)"
 {
     echo "# build/measure --suite full --threads 2 on $machine"
-    "$BUILD/measure" --suite full --threads 2 --out "$R/measured.dat"
-} | tee "$R/measured.txt"
+    "$BUILD/measure" --suite full --threads 2 --out "$out/measured.dat"
+} | tee "$out/measured.txt"
 
 echo
 echo "== the OOM at step zero: the 70B on one 8-GPU node, scaled by 1e-4"
@@ -43,13 +39,12 @@ MODEL=(--layers 10 --seq 64 --vocab 256 --heads 4)
     echo
     echo "\$ build/train --width 240 ${MODEL[*]} --device-mem 8MB     # one 80 GB card, scaled the same way"
     "$BUILD/train" --width 240 "${MODEL[@]}" --device-mem 8MB 2>&1 || true
-} | sed 's/ (common\/[a-z_]*\.c:[0-9]*)$//' | tee "$R/oom.txt"
+} | sed 's/ (common\/[a-z_]*\.c:[0-9]*)$//' | tee "$out/oom.txt"
 
 echo
 echo "== plot data and plots"
-"$BUILD/memcalc" --sweep breakdown >"$R/breakdown.dat"
-"$BUILD/memcalc" --preset llama2-7b --sweep seq >"$R/act_vs_seq.dat"
-write_run_info "$R" "make stage-1"
-bash scripts/plot.sh "$R"
+"$BUILD/memcalc" --sweep breakdown >"$out/breakdown.dat"
+"$BUILD/memcalc" --preset llama2-7b --sweep seq >"$out/act_vs_seq.dat"
+stage_end "make stage-1"
 echo
-outputs_note "$R"
+outputs_note "$out"

@@ -16,25 +16,19 @@
 #      measured ring; DDP scaling; each figure labelled with the machine and the date.
 # QUICK=1 shortens everything (fewer sizes and ranks) for a smoke run.
 set -eu
-BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-. scripts/run_info.sh
-out=$RESULTS/02_ddp_allreduce
-mkdir -p "$out"
-rm -f "$out/run.info"  # written again once the data are complete
+. scripts/stage_lib.sh
+# The sweep's files for the ranks a QUICK run skips go too: the plots read every one there.
+stage_begin 02_ddp_allreduce 'allreduce_*_np*.txt' 'ring_vs_mpi*.txt' '*.png'
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Bind like our launcher does: one core per rank when they fit, nothing when oversubscribed.
-cores=$(getconf _NPROCESSORS_ONLN)
 mpirun_np() { local n=$1; shift
     if [ "$n" -le "$cores" ]; then mpirun --bind-to core -np "$n" "$@"
     else mpirun --oversubscribe --bind-to none -np "$n" "$@"; fi; }
 have_mpi=0
 command -v mpirun >/dev/null && [ -n "$(command -v mpicc)" ] && have_mpi=1
 ranks="2 4 8"; max=256MiB; ddp_steps=30
-if [ "${QUICK:-0}" = 1 ]; then ranks="2"; max=16MiB; ddp_steps=6; fi
-# A QUICK run must not leave a full run's files for the ranks it skipped beside its
-# own: the plots and the report take whatever files are there as one run.
-rm -f "$out"/allreduce_*_np*.txt "$out"/ring_vs_mpi*.txt "$out"/*.png
+if quick; then ranks="2"; max=16MiB; ddp_steps=6; fi
 
 echo "== DDP demo: 4 ranks, small preset, CPU =="
 "$BUILD/ddp_train" --np 4 --preset small --batch 4 --steps "$ddp_steps" --lr 1e-3 --log-every 5 \
@@ -72,7 +66,8 @@ if [ "$have_mpi" = 1 ]; then
     # median busbw per (algorithm, size) over the rounds, then the ratio per size
     awk '!/^#/ {v[$1" "$3] = v[$1" "$3] " " $4} END {for (k in v) print k, v[k]}' "$out/ring_vs_mpi.txt" |
         while read -r algo size runs; do
-            printf '%s %s %s\n' "$algo" "$size" "$(printf '%s\n' $runs | sort -g | sed -n 3p)"
+            # shellcheck disable=SC2086  # runs: one number a word
+            printf '%s %s %s\n' "$algo" "$size" "$(printf '%s\n' $runs | med)"
         done | awk '
             $1 == "mpi" {m[$2] = $3} $1 == "ring" {r[$2] = $3} $1 == "ring-cached" {c[$2] = $3}
             END {printf "%12s %10s %12s %10s %11s\n", "size (B)", "ring", "ring-cached", "MPI",
@@ -93,8 +88,7 @@ for n in 1 2 4; do
     echo "$n $tps $ms" | tee -a "$out/ddp_scaling.txt"
 done
 
-write_run_info "$out" "make stage-2$([ "${QUICK:-0}" = 1 ] && echo ' (QUICK=1: 2 ranks, up to 16 MiB, 6 DDP steps)')"
-bash scripts/plot.sh "$out"
+stage_end "make stage-2" "2 ranks, up to 16 MiB, 6 DDP steps"
 [ -f "$out/alpha_beta.txt" ] && grep -E '^(alpha|beta|np)' "$out/alpha_beta.txt" || true
 echo
 outputs_note "$out"

@@ -25,15 +25,9 @@
 # the median over the rounds of each run's median ms/step; min and max show the spread.
 # QUICK=1 shortens everything (fewer sizes, rounds, steps and ranks) for a smoke run.
 set -eu
-BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-. scripts/run_info.sh
-out=$RESULTS/03_bucketing_zero
-mkdir -p "$out" "$out/timelines"
-rm -f "$out/run.info"  # written again once the data are complete
-# A QUICK run must not leave a full run's files beside its own: the plots and the report
-# take whatever files are there as one run.
-rm -f "$out"/*.txt "$out"/*.log "$out"/*.png "$out"/*.dat "$out"/timelines/trace_*
+. scripts/stage_lib.sh
+stage_begin 03_bucketing_zero '*.txt' '*.log' '*.png' '*.dat' 'timelines/trace_*'
 
 # The bench model: 9.56M parameters, 38 MB of fp32 gradients in 14 layer groups of about
 # 3.2 MB (so buckets of 0.25 to 64 MB hold 1 to 14 groups), against ~60 ms of compute per
@@ -46,59 +40,41 @@ rounds=5 steps=12 warmup=2 demo_steps=20
 buckets="0.25 0.5 1 2 4 8 16 32 64"
 ranks="1 2 3 4 5 6 7 8"
 units="1 2 3 7 14"
-if [ "${QUICK:-0}" = 1 ]; then
+if quick; then
     rounds=2 steps=6 demo_steps=6
     buckets="0.5 4 64"
     ranks="1 2 4"
     units="1 14"
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-# train LOG ARGS...: one run of sharded_train, its whole output in LOG. A failed run
-# stops the script with its last lines: a benchmark of a broken run measures nothing.
-# (--peak-tflops 1: no 0.3 s sgemm measurement for an MFU nobody reads here.)
-train() {
-    local log=$1; shift
-    if ! "$BUILD/sharded_train" "$@" --peak-tflops 1 --log-every 1000000 >"$log" 2>&1; then
-        echo "run_stage.sh: FAILED: $BUILD/sharded_train $*" >&2
-        tail -n 20 "$log" >&2
-        exit 1
-    fi
-}
-result() { sed -n "s/^RESULT .* $2=\([0-9.]*\).*/\1/p" "$1"; }  # result LOG KEY
+# train LOG ARGS...: one run of sharded_train, its whole output in LOG (run: a failed
+# run stops the script). (--peak-tflops 1: no 0.3 s sgemm measurement for an MFU nobody
+# reads here.)
+train() { local log=$1; shift; run "$log" sharded_train "$@" --peak-tflops 1 --log-every 1000000; }
 # overlap LOG: the mean over the ranks of their OVERLAP lines' overlap %.
 overlap() {
     awk '/^OVERLAP / {for (i = 2; i <= NF; i++) if ($i ~ /^overlap=/) {
              v = substr($i, 9); sub(/%$/, "", v); s += v; n++ }}
          END {if (n) printf "%.1f\n", s / n; else print "nan"}' "$1"
 }
-# mem LOG KEY: the largest value of KEY= over the ranks' MEM lines (bytes).
-mem() {
-    awk -v k="$2" '/^MEM / {for (i = 2; i <= NF; i++) {split($i, kv, "=")
-                                 if (kv[1] == k && kv[2] + 0 > m) m = kv[2] + 0}}
-                   END {printf "%.0f\n", m}' "$1"
-}
 
-# sweep RAW NAME=ARGS...: `rounds` rounds; each runs every configuration once, the
-# first one rotating by one per round, on the bench model with a trace of the last
-# step (the overlap % and the buckets launched come from it). Appends
-# "name round ms_per_step tokens_per_s overlap_pct buckets" to RAW.
+# sweep RAW NAME=ARGS...: `rounds` rounds; each runs every configuration once, in the
+# round's rotation, on the bench model with a trace of the last step (the overlap % and
+# the buckets launched come from it). Appends "name round ms_per_step tokens_per_s
+# overlap_pct buckets" to RAW.
 sweep() {
     local raw=$1; shift
-    local cfgs=("$@") n=$# r i k name args log
+    local cfgs=("$@") n=$# r k name args log
     for ((r = 1; r <= rounds; r++)); do
         printf '  round %d/%d:' "$r" "$rounds"
-        for ((i = 0; i < n; i++)); do
-            k=$(( (i + r - 1) % n ))
+        for k in $(rotation $((r - 1)) "$n"); do
             name=${cfgs[$k]%%=*}
             args=${cfgs[$k]#*=}
             log=$tmp/$name.log
             # shellcheck disable=SC2086  # args: flags split on purpose
             train "$log" --np 2 "${bench[@]}" $args --steps "$steps" --warmup "$warmup" \
                 --trace "$tmp/$name"
-            echo "$name $r $(result "$log" ms_per_step) $(result "$log" tokens_per_s) $(overlap "$log")" \
+            echo "$name $r $(kv "$log" ms_per_step) $(kv "$log" tokens_per_s) $(overlap "$log")" \
                  "$(grep -c '^0 1 .*bucket' "$tmp/$name.dat" || true)" >>"$raw"
             printf ' %s' "$name"
         done
@@ -108,10 +84,7 @@ sweep() {
 # summarize RAW: per configuration, in first-seen order: "name runs ms_med ms_min ms_max
 # tok_med overlap_med buckets" (medians over the rounds).
 summarize() {
-    awk '
-        function med(a, n,    i, j, t) {
-            for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+    awk "$awk_med"'
         !/^#/ && NF >= 6 {
             if (!($1 in n)) order[++k] = $1
             c = ++n[$1]; ms[$1, c] = $3; tk[$1, c] = $4; ov[$1, c] = $5; bk[$1] = $6
@@ -135,9 +108,8 @@ timing_note="$rounds rounds, interleaved; per run $steps steps, the median after
 
 # ---------------------------------------------------------------- 1. demo
 echo "== demo: ZeRO-2 on 4 ranks, small preset, CPU =="
-"$BUILD/sharded_train" --np 4 --strategy zero2 --preset small --batch "$SB" --steps "$demo_steps" \
-    --lr 1e-3 --log-every 5 --peak-tflops 1 2>&1 | tee "$out/demo_zero2.log"
-grep -q '^RESULT' "$out/demo_zero2.log" || { echo "run_stage.sh: the demo failed" >&2; exit 1; }
+demo "$out/demo_zero2.log" sharded_train --np 4 --strategy zero2 --preset small --batch "$SB" \
+    --steps "$demo_steps" --lr 1e-3 --log-every 5 --peak-tflops 1
 
 # ---------------------------------------------------------------- 2. bucket size
 echo "== step time vs gradient bucket size: DDP, 2 ranks, bench model ($model_note) =="
@@ -225,7 +197,7 @@ for cfg in "ddp-no-overlap=--strategy ddp --no-overlap" "ddp-overlap=--strategy 
     # shellcheck disable=SC2086  # args: flags split on purpose
     train "$tmp/trace.log" --np 2 "${bench[@]}" $args --steps $((warmup + 4)) --warmup "$warmup" \
         --trace "$trace"
-    awk -v n="$name" -v ms="$(result "$tmp/trace.log" ms_per_step)" -v t="timelines/trace_$name.json" '
+    awk -v n="$name" -v ms="$(kv "$tmp/trace.log" ms_per_step)" -v t="timelines/trace_$name.json" '
         /^OVERLAP / {for (i = 2; i <= NF; i++) {split($i, kv, "="); v[kv[1]] += kv[2]}; r++}
         END {printf "%-16s %9.1f %9.2f %10.2f %10.1f  %s\n", n, ms, v["comm_ms"] / r, v["hidden_ms"] / r,
                     (v["comm_ms"] > 0 ? 100 * v["hidden_ms"] / v["comm_ms"] : 0), t}' "$tmp/trace.log"
@@ -336,7 +308,6 @@ sweep "$raw" "${cfgs[@]}"
     done
 } | tee "$out/fsdp_units.txt"
 
-write_run_info "$out" "make stage-3$([ "${QUICK:-0}" = 1 ] && echo " (QUICK=1: $rounds rounds of $steps steps, buckets $buckets MB, N = $ranks)")"
-bash scripts/plot.sh "$out"
+stage_end "make stage-3" "$rounds rounds of $steps steps, buckets $buckets MB, N = $ranks"
 echo
 outputs_note "$out"

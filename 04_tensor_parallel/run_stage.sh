@@ -22,39 +22,24 @@
 # median over the rounds of each run's median ms/step; min and max show the spread.
 # QUICK=1 shortens everything (fewer rounds and steps) for a smoke run.
 set -eu
-BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-. scripts/run_info.sh
-out=$RESULTS/04_tensor_parallel
-mkdir -p "$out"
-rm -f "$out/run.info"  # written again once the data are complete
-# A QUICK run must not leave a full run's files beside its own.
-rm -f "$out"/*.txt "$out"/*.log "$out"/*.png
+. scripts/stage_lib.sh
+stage_begin 04_tensor_parallel '*.txt' '*.log' '*.png'
 
 # The small preset (as common/ and memcalc define it); N tokens per micro-batch.
 L=4 C=256 NH=4 T=128 V=256 B=4
 N=$((B * T))
-cores=$(nproc)
 rounds=5 steps=12 warmup=2 demo_steps=30
-if [ "${QUICK:-0}" = 1 ]; then rounds=2 steps=6 demo_steps=6; fi
+if quick; then rounds=2 steps=6 demo_steps=6; fi
 configs=(tp1 tp2 tp4 tp2-sp tp4-sp)  # the tables' order: one series after the other
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-# train LOG ARGS...: one run of tp_train, its whole output in LOG. A failed run stops
-# the script with its last lines: a benchmark of a broken run measures nothing.
-# (--peak-tflops 1: no 0.3 s sgemm measurement for an MFU nobody reads here.)
+# train LOG ARGS...: one run of tp_train, its whole output in LOG (run: a failed run
+# stops the script). (--peak-tflops 1: no 0.3 s sgemm measurement for an MFU nobody
+# reads here.)
 train() {
     local log=$1; shift
-    if ! "$BUILD/tp_train" "$@" --preset small --batch "$B" --peak-tflops 1 --log-every 1000000 \
-        >"$log" 2>&1; then
-        echo "run_stage.sh: FAILED: $BUILD/tp_train $*" >&2
-        tail -n 20 "$log" >&2
-        exit 1
-    fi
+    run "$log" tp_train "$@" --preset small --batch "$B" --peak-tflops 1 --log-every 1000000
 }
-result() { sed -n "s/^RESULT .* $2=\([0-9.]*\).*/\1/p" "$1"; }  # result LOG KEY
 tsize() { local t=${1#tp}; echo "${t%-sp}"; }                     # tsize NAME -> t
 is_sp() { case $1 in *-sp) echo 1 ;; *) echo 0 ;; esac; }         # is_sp NAME -> 0/1
 args_of() { echo "--np $(tsize "$1") --tp $(tsize "$1")$([ "$(is_sp "$1")" = 1 ] && echo " --sp")"; }
@@ -65,11 +50,6 @@ ranks() {
          /^BYTES / {split($3, kv, "="); b = kv[2] + 0; sum += b; nb++; if (nb == 1 || b < lo) lo = b; if (b > hi) hi = b}
          /^MEM / {m = 0; for (i = 3; i <= NF; i++) {split($i, kv, "="); m += kv[2]}; if (m > pk) pk = m}
          END {printf "%.2f %.1f %.0f %.0f %.0f\n", ns ? s / ns : 0, nb ? sum / nb : 0, lo, hi, pk}' "$1"
-}
-# mem LOG KEY: the largest value of KEY= over the ranks' MEM lines (bytes).
-mem() {
-    awk -v k="$2" '/^MEM / {for (i = 2; i <= NF; i++) {split($i, kv, "="); if (kv[1] == k && kv[2] + 0 > m) m = kv[2] + 0}}
-                   END {printf "%.0f\n", m}' "$1"
 }
 # colls T SP: the collectives of one step, "term op bytes count" (op: ar all-reduce, ag
 # all-gather, rs reduce-scatter; bytes: the whole buffer), from tp_model.c, conjugate.c,
@@ -99,9 +79,8 @@ bytes_terms() {
 
 # ---------------------------------------------------------------- 1. demo
 echo "== demo: TP = 2 with sequence parallelism, 2 ranks, small preset, CPU =="
-"$BUILD/tp_train" --np 2 --tp 2 --sp --preset small --batch "$B" --steps "$demo_steps" --lr 1e-3 \
-    --log-every 5 --peak-tflops 1 2>&1 | tee "$out/demo_tp2_sp.log"
-grep -q '^RESULT' "$out/demo_tp2_sp.log" || { echo "run_stage.sh: the demo failed" >&2; exit 1; }
+demo "$out/demo_tp2_sp.log" tp_train --np 2 --tp 2 --sp --preset small --batch "$B" --steps "$demo_steps" \
+    --lr 1e-3 --log-every 5 --peak-tflops 1
 
 # ---------------------------------------------------------------- 2. sweep
 echo "== TP sweep: t = 1, 2, 4, without and with SP (small preset, batch $B, $cores cores) =="
@@ -110,12 +89,12 @@ echo "# config round ms_per_step tokens_per_s tp_comm_share_pct sent_mean_B sent
 n=${#configs[@]}
 for ((r = 1; r <= rounds; r++)); do
     printf '  round %d/%d:' "$r" "$rounds"
-    for ((i = 0; i < n; i++)); do
-        name=${configs[$(( (i + r - 1) % n ))]}
+    for k in $(rotation $((r - 1)) "$n"); do
+        name=${configs[$k]}
         log=$tmp/$name.log  # the last round's log stays: its MEM lines feed memory.txt
         # shellcheck disable=SC2046  # args: flags split on purpose
         train "$log" $(args_of "$name") --steps "$steps" --warmup "$warmup"
-        echo "$name $r $(result "$log" ms_per_step) $(result "$log" tokens_per_s) $(ranks "$log")" >>"$raw"
+        echo "$name $r $(kv "$log" ms_per_step) $(kv "$log" tokens_per_s) $(ranks "$log")" >>"$raw"
         printf ' %s' "$name"
     done
     echo
@@ -123,10 +102,7 @@ done
 # summary NAME: "runs ms_med ms_min ms_max tok_med tok_min tok_max share_med sent_mean
 # sent_min sent_max peak" over the rounds (bytes and memory: the same every round).
 summary() {
-    awk -v x="$1" '
-        function med(a, n,    i, j, t) {
-            for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+    awk -v x="$1" "$awk_med"'
         !/^#/ && $1 == x { k++; ms[k] = $3; tk[k] = $4; sh[k] = $5; rest = $6 " " $7 " " $8 " " $9
             if (k == 1 || $3 < mlo) mlo = $3; if ($3 > mhi) mhi = $3
             if (k == 1 || $4 < tlo) tlo = $4; if ($4 > thi) thi = $4 }
@@ -184,10 +160,7 @@ echo "== target: TP = 2 on 2 ranks >= 1.6x the tokens/s of TP = 1 on one rank ==
     printf '%-8s %9s %9s %7s %7s %7s %7s %8s %10s  %s\n' "#config" "tok/s" "tp1_tok/s" "median" "min" "max" \
         "target" "verdict" "rounds_met" "per_round"
     for name in tp2 tp2-sp; do
-        awk -v x="$name" -v target="$([ "$name" = tp2 ] && echo 1.6 || echo -)" '
-            function med(a, n,    i, j, t) {
-                for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-                return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+        awk -v x="$name" -v target="$([ "$name" = tp2 ] && echo 1.6 || echo -)" "$awk_med"'
             !/^#/ && $1 == x {a[$2] = $4} !/^#/ && $1 == "tp1" {b[$2] = $4}
             END {
                 for (r = 1; r in a && r in b; r++) {
@@ -204,8 +177,7 @@ echo "== target: TP = 2 on 2 ranks >= 1.6x the tokens/s of TP = 1 on one rank ==
 echo "== memory per rank vs t: the ledger beside build/memcalc =="
 calc() {  # calc T SP KEY: memcalc's per-rank bytes
     # shellcheck disable=SC2046
-    "$BUILD/memcalc" --preset small --recipe course --micro-batch "$B" --tp "$1" $([ "$2" = 1 ] && echo --sp) --json |
-        sed -n "s/.*\"$3\": \([0-9]*\).*/\1/p"
+    memcalc_value "$3" --preset small --recipe course --micro-batch "$B" --tp "$1" $([ "$2" = 1 ] && echo --sp)
 }
 {
     echo "# Memory per rank against t, small preset, batch $B (bytes): the ledger's peaks, the largest rank (MEM lines"
@@ -231,21 +203,12 @@ calc() {  # calc T SP KEY: memcalc's per-rank bytes
 
 # ---------------------------------------------------------------- 5. predictions
 echo "== predicted step time vs t: the alpha-beta model =="
-# ab T: "alpha_us beta_cache_ns beta_mem_ns source" for np = T from stage 02's fit: yours
-# ($RESULTS/02_ddp_allreduce/alpha_beta.txt) where it has np = T, else the course's
-# (results/); beta_mem "nan" where it was not fitted (QUICK sweep); "nan nan nan none".
+# ab T: "alpha_us beta_cache_ns beta_mem_ns source" for np = T from stage 02's fit
+# (alpha_beta): source yours or course; "nan nan nan none" where neither has np = T.
 ab() {
-    local f src
-    for f in "$RESULTS/02_ddp_allreduce/alpha_beta.txt" results/02_ddp_allreduce/alpha_beta.txt; do
-        if [ ! -f "$f" ] || ! grep -q "^np $1:" "$f"; then continue; fi
-        src=course; [ "$f" -ef results/02_ddp_allreduce/alpha_beta.txt ] || src=yours
-        awk -v t="$1" -v s="$src" '$1 == "np" && $2 == t ":" {
-            a = $0; sub(/.*alpha = /, "", a); sub(/ .*/, "", a); c = $0; sub(/.*in cache beta = /, "", c); sub(/ .*/, "", c)
-            m = "nan"; if ($0 ~ /from memory beta = /) {m = $0; sub(/.*from memory beta = /, "", m); sub(/ .*/, "", m)}
-            print a, c, m, s; exit}' "$f"
-        return
-    done
-    echo "nan nan nan none"
+    local a c m f
+    read -r a c m f < <(alpha_beta "$1") || { echo "nan nan nan none"; return; }
+    echo "$a $c $m $([ "$f" -ef results/02_ddp_allreduce/alpha_beta.txt ] && echo course || echo yours)"
 }
 t1_ms=$(summary tp1 | awk '{print $2}')
 {
@@ -298,7 +261,6 @@ t1_ms=$(summary tp1 | awk '{print $2}')
                        step * 1e3, base / step, base / step / t, 100 * comm / step, a / t } }'
 } | tee "$out/prediction_links.txt"
 
-write_run_info "$out" "make stage-4$([ "${QUICK:-0}" = 1 ] && echo " (QUICK=1: $rounds rounds of $steps steps)")"
-bash scripts/plot.sh "$out"
+stage_end "make stage-4" "$rounds rounds of $steps steps"
 echo
 outputs_note "$out"

@@ -20,37 +20,24 @@
 # order that rotates from round to round); tables give the median over the rounds and
 # the spread. QUICK=1 is a smoke run (one round, m = 2 and 8, short demo).
 set -eu
-BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-. scripts/run_info.sh
-out=$RESULTS/05_pipeline
-mkdir -p "$out/gantt"
-rm -f "$out/run.info"  # written again once the data are complete
-# A QUICK run must not leave a full run's files beside its own.
-rm -f "$out"/*.txt "$out"/*.log "$out"/*.png "$out"/gantt/*.dat "$out"/gantt/*.json
+. scripts/stage_lib.sh
+stage_begin 05_pipeline '*.txt' '*.log' '*.png' 'gantt/*.dat' 'gantt/*.json'
 
 # The small preset (as common/ and memcalc define it); B sequences per micro-batch.
 L=4 C=256 NH=4 T=128 V=256 B=2 P=2 M=8
-cores=$(nproc)
 # target_rounds: the targets' configurations (m = M) run in more rounds than the
 # others: one round's bubble moves by up to a third on this VM, and a verdict on
 # the median of 7 still flips from run to run.
 rounds=7 target_rounds=15 steps=3 demo_steps=20 ms="2 4 8 16" sim_ms="4 8 16 32 64"
-if [ "${QUICK:-0}" = 1 ]; then rounds=1 target_rounds=1 steps=2 demo_steps=4 ms="2 8" sim_ms="8 32"; fi
+if quick; then rounds=1 target_rounds=1 steps=2 demo_steps=4 ms="2 8" sim_ms="8 32"; fi
 scheds=(gpipe 1f1b interleaved zb-h1)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
-# train LOG ARGS...: one run of pp_train, its whole output in LOG; a failed run stops the
-# script with its last lines. (--peak-tflops 1: no sgemm measurement for an unread MFU.)
+# train LOG ARGS...: one run of pp_train, its whole output in LOG (run: a failed run stops
+# the script). (--peak-tflops 1: no sgemm measurement for an unread MFU.)
 train() {
     local log=$1; shift
-    if ! "$BUILD/pp_train" "$@" --preset small --batch "$B" --peak-tflops 1 --log-every 1000000 \
-        >"$log" 2>&1; then
-        echo "run_stage.sh: FAILED: $BUILD/pp_train $*" >&2
-        tail -n 20 "$log" >&2
-        exit 1
-    fi
+    run "$log" pp_train "$@" --preset small --batch "$B" --peak-tflops 1 --log-every 1000000
 }
 chunks() { [ "$1" = interleaved ] && echo 2 || echo 1; }  # chunks SCHED: v
 # analyse DAT P V: from a trace of one step, "step_ms bubble wait_ms edge_ms gap_ms tF_ms
@@ -68,12 +55,11 @@ chunks() { [ "$1" = interleaved ] && echo 2 || echo 1; }  # chunks SCHED: v
 # of its spans; tF_ms...: per stage (all its chunks), the mean of the ranks. B of GPipe,
 # 1F1B and interleaved is the fused backward (tB + tW; tW 0); zb-h1's B and W apart.
 analyse() {
-    awk -v p="$2" -v v="$3" '
-        function median(key,    n, i, j, t, a) {
+    awk -v p="$2" -v v="$3" "$awk_med"'
+        function median(key,    n, i, a) {
             n = cnt[key]; if (!n) return 0
             for (i = 1; i <= n; i++) a[i] = val[key, i]
-            for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+            return med(a, n) }
         /^#/ {next}
         {gsub(/"/, "", $5)}
         $2 == 0 {n++; r[n] = $1; t0[n] = $3; t1[n] = $4; nm[n] = $5; if (n == 1 || $3 < lo) lo = $3; if ($4 > hi) hi = $4
@@ -103,26 +89,20 @@ analyse() {
             printf "%.3f %.5f %.3f %.3f %.3f %.3f %.3f %.3f %s %s %s %.5f %.5f\n", step, bub, wait, edge, gap, F, Bk, W,
                    lf, lb, lw, idle, bmax / bmin - 1 }' "$1"
 }
-# msg_s: one activation message (B·T·C floats) from stage 02's alpha-beta fit for np 2:
-# alpha + n·beta in cache (yours where you ran stage 02, else the course's); 0 without one.
+# msg_s: "seconds file": one activation message (B·T·C floats) from stage 02's alpha-beta
+# fit for np 2 (alpha_beta): alpha + n·beta in cache; "0 none" without one.
 msg_bytes=$((B * T * C * 4))
 msg_s() {
-    local f
-    for f in "$RESULTS/02_ddp_allreduce/alpha_beta.txt" results/02_ddp_allreduce/alpha_beta.txt; do
-        if [ ! -f "$f" ] || ! grep -q '^np 2:' "$f"; then continue; fi
-        awk -v n="$msg_bytes" '/^np 2:/ {a = $0; sub(/.*alpha = /, "", a); sub(/ .*/, "", a)
-            c = $0; sub(/.*in cache beta = /, "", c); sub(/ .*/, "", c); printf "%.3g %s\n", a * 1e-6 + n * c * 1e-9, FILENAME; exit}' "$f"
-        return
-    done
-    echo "0 none"
+    local a c f
+    read -r a c _ f < <(alpha_beta 2) || { echo "0 none"; return; }
+    awk -v a="$a" -v c="$c" -v n="$msg_bytes" -v f="$f" 'BEGIN {printf "%.3g %s\n", a * 1e-6 + n * c * 1e-9, f}'
 }
 read -r msg msg_src < <(msg_s)
 
 # ---------------------------------------------------------------- 1. demo
 echo "== demo: 1F1B, 2 stages, 8 micro-batches of $B sequences, small preset, CPU =="
-"$BUILD/pp_train" --np 2 --pp 2 --schedule 1f1b --grad-accum 8 --preset small --batch "$B" \
-    --steps "$demo_steps" --lr 1e-3 --log-every 5 --peak-tflops 1 2>&1 | tee "$out/demo_1f1b.log"
-grep -q '^RESULT' "$out/demo_1f1b.log" || { echo "run_stage.sh: the demo failed" >&2; exit 1; }
+demo "$out/demo_1f1b.log" pp_train --np 2 --pp 2 --schedule 1f1b --grad-accum 8 --preset small --batch "$B" \
+    --steps "$demo_steps" --lr 1e-3 --log-every 5 --peak-tflops 1
 
 # ---------------------------------------------------------------- 2. bubble vs m at p = 2
 echo "== bubble vs m at p = $P: ${scheds[*]}, m = $ms; $rounds round(s) ($target_rounds at m = $M), $cores cores =="
@@ -146,8 +126,8 @@ for s in "${scheds[@]}"; do for m in $ms; do configs+=("$s:$m"); done; done
 n=${#configs[@]}
 for ((r = 1; r <= target_rounds || r <= rounds; r++)); do
     printf '  round %d/%d:' "$r" "$((target_rounds > rounds ? target_rounds : rounds))"
-    for ((i = 0; i < n; i++)); do
-        c=${configs[$(((i + r - 1) % n))]} s=${c%:*} m=${c#*:} v=$(chunks "${c%:*}")
+    for k in $(rotation $((r - 1)) "$n"); do
+        c=${configs[$k]} s=${c%:*} m=${c#*:} v=$(chunks "${c%:*}")
         [ "$r" -le "$rounds" ] || [ "$m" = "$M" ] || continue
         log=$tmp/$s-m$m.log  # the last round's log and trace stay: memory and Gantt
         train "$log" --np "$P" --pp "$P" --schedule "$s" --chunks "$v" --grad-accum "$m" --steps "$steps" \
@@ -181,10 +161,11 @@ col() { awk -v s="$1" -v m="$2" -v k="$3" '!/^#/ && $1 == s && $2 == m {print $k
         "wait_ms" "edge_ms" "gap_ms" "idle" "imbalance" "sim_idle"
     for s in "${scheds[@]}"; do
         for m in $ms; do
-            b=$(col "$s" "$m" 5 | med) f=$(col "$s" "$m" 13 | med) sm=$(col "$s" "$m" 12 | med)
+            read -r b lo hi < <(col "$s" "$m" 5 | spread)
+            f=$(col "$s" "$m" 13 | med) sm=$(col "$s" "$m" 12 | med)
             printf '%-12s %3d %6d %7.4f %7.4f %7.4f %7.4f %9.3f %7.4f %8.3f %7.2f %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f %7.4f %9.4f %8.4f\n' \
-                "$s" "$m" "$(col "$s" "$m" 5 | wc -l)" "$b" "$(col "$s" "$m" 5 | sort -g | head -n1)" \
-                "$(col "$s" "$m" 5 | sort -g | tail -n1)" "$f" "$(awk -v x="$b" -v y="$f" 'BEGIN {print x / y}')" "$sm" \
+                "$s" "$m" "$(col "$s" "$m" 5 | wc -l)" "$b" "$lo" "$hi" "$f" \
+                "$(awk -v x="$b" -v y="$f" 'BEGIN {print x / y}')" "$sm" \
                 "$(awk -v x="$b" -v y="$sm" 'BEGIN {print (y > 0 ? x / y : 0)}')" "$(col "$s" "$m" 9 | med)" \
                 "$(col "$s" "$m" 10 | med)" "$(col "$s" "$m" 11 | med)" "$(col "$s" "$m" 4 | med)" \
                 "$(col "$s" "$m" 6 | med)" "$(col "$s" "$m" 7 | med)" "$(col "$s" "$m" 8 | med)" \
@@ -199,8 +180,8 @@ for s in gpipe 1f1b zb-h1; do  # p = 4: 4 ranks on $cores cores (memory does not
     train "$tmp/p4-$s.log" --np 4 --pp 4 --schedule "$s" --grad-accum "$M" --steps 1
 done
 calc() {  # calc P SCHED STAGE: memcalc's activations of that stage
-    "$BUILD/memcalc" --preset small --recipe course --micro-batch "$B" --pp "$1" --schedule "$2" \
-        --microbatches "$M" --stage "$3" --json | sed -n 's/.*"bytes_activations": \([0-9]*\).*/\1/p'
+    memcalc_value bytes_activations --preset small --recipe course --micro-batch "$B" --pp "$1" --schedule "$2" \
+        --microbatches "$M" --stage "$3"
 }
 memline() {  # memline LOG STAGE KEY: a value of that stage's MEM line
     awk -v s="$2" -v k="$3" '/^MEM / {ok = 0; for (i = 2; i <= NF; i++) {split($i, kv, "="); f[kv[1]] = kv[2]}
@@ -249,10 +230,7 @@ echo "== targets: the bubble within 10 % of its formula (every schedule, p = $P,
     printf '%-7s %-16s %11s %11s %7s %11s %8s %10s  %s\n' "#target" "config" "measured" "reference" "ratio" "goal" \
         "verdict" "rounds_met" "per_round"
     for s in "${scheds[@]}"; do
-        awk -v s="$s" -v m="$M" -v p="$P" '
-            function med(a, n,    i, j, t) {
-                for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-                return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+        awk -v s="$s" -v m="$M" -v p="$P" "$awk_med"'
             !/^#/ && $1 == s && $2 == m {n++; b[n] = $5; fm[n] = $13; q[n] = $5 / $13; ok += (q[n] >= 0.9 && q[n] <= 1.1)
                                          pr = pr (n > 1 ? "," : "") sprintf("%.3f", q[n])}
             END {mb = med(b, n); f = med(fm, n); r = mb / f  # ZB-H1: the formula of each round'"'"'s times
@@ -326,7 +304,6 @@ done
     done
 } | tee "$out/gantt.txt"
 
-write_run_info "$out" "make stage-5$([ "${QUICK:-0}" = 1 ] && echo " (QUICK=1: $rounds round of $steps steps, m = ${ms// /,})")"
-bash scripts/plot.sh "$out"
+stage_end "make stage-5" "$rounds round of $steps steps, m = ${ms// /,}"
 echo
 outputs_note "$out"

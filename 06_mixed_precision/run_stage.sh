@@ -21,18 +21,12 @@
 # Timings on a shared VM are noisy: the recompute levels run in rounds, in an order that
 # rotates, and the table gives the median over the rounds. QUICK=1 is a smoke run.
 set -eu
-BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-. scripts/run_info.sh
-out=$RESULTS/06_mixed_precision
-mkdir -p "$out/curves"
-rm -f "$out/run.info"  # written again once the data are complete
-rm -f "$out"/*.txt "$out"/*.dat "$out"/*.png "$out"/curves/*
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. scripts/stage_lib.sh
+stage_begin 06_mixed_precision '*.txt' '*.dat' '*.png' 'curves/*'
 
 steps=300 window=50 rounds=3 rc_steps=8 nps="2 3 4 6 8"
-if [ "${QUICK:-0}" = 1 ]; then steps=20 window=5 rounds=1 rc_steps=3 nps="2 4"; fi
+if quick; then steps=20 window=5 rounds=1 rc_steps=3 nps="2 4"; fi
 recipes=(fp32 mixed-bf16 mixed-fp16 bf16 bf16-sr fp8)
 # The small preset (L=4 C=256 NH=4 T=128 V=256, 3.26M parameters), 4 sequences a step.
 MODEL="--preset small --batch 4 --lr 1e-3 --warmup 2 --peak-tflops 0"
@@ -111,8 +105,7 @@ echo "  loss scale: $(grep -m1 'loss scale:' "$out/curves/mixed-fp16.log" | sed 
 # 8 sequences of 128 tokens: the attention matrices are a fifth of the activations.
 levels=("none" "selective" "full" "full --recompute-every 2")
 for ((round = 0; round < rounds; round++)); do
-    for ((i = 0; i < ${#levels[@]}; i++)); do
-        k=$(((i + round) % ${#levels[@]}))
+    for k in $(rotation "$round" ${#levels[@]}); do
         lv=${levels[$k]}
         run "$tmp/rc.$k.$round.log" sharded_train --np 1 --strategy ddp --preset small --batch 8 \
             --steps "$rc_steps" --warmup 2 --peak-tflops 0 --log-every 1000 --recompute $lv
@@ -126,12 +119,9 @@ done
         set -- $lv
         every=1; [ $# -gt 1 ] && every=$3
         act=$(sed -n 's/^MEM rank=0 .* activations=\([0-9]*\).*/\1/p' "$tmp/rc.$k.0.log")
-        calc=$("$BUILD/memcalc" --preset small --recipe course --micro-batch 8 --recompute "$1" \
-               $([ "$every" != 1 ] && echo "--recompute-every $every") --json |
-               sed 's/.*"bytes_activations": \([0-9]*\).*/\1/')
-        ms=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/rc.$k.$r.log" ms_per_step; done | med)
-        mn=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/rc.$k.$r.log" ms_per_step; done | sort -g | head -1)
-        mx=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/rc.$k.$r.log" ms_per_step; done | sort -g | tail -1)
+        calc=$(memcalc_value bytes_activations --preset small --recipe course --micro-batch 8 --recompute "$1" \
+               $([ "$every" != 1 ] && echo "--recompute-every $every"))
+        read -r ms mn mx < <(for ((r = 0; r < rounds; r++)); do kv "$tmp/rc.$k.$r.log" ms_per_step; done | spread)
         [ -z "$base_ms" ] && base_ms=$ms && base_act=$act
         printf '%-20s %13s %13s %8.1f %12.1f %6.1f %6.1f %9.1f\n' "${lv/ --recompute-every /-every-}" \
             "$act" "$calc" "$(awk -v a="$act" -v b="$base_act" 'BEGIN {print 100 * (1 - a / b)}')" \
@@ -145,8 +135,7 @@ done
 stores=("" "--acts-fp32")
 slevels=("none" "selective" "full")
 for ((round = 0; round < rounds; round++)); do
-    for ((i = 0; i < 6; i++)); do
-        k=$(((i + round) % 6))
+    for k in $(rotation "$round" 6); do
         run "$tmp/st.$k.$round.log" sharded_train --np 1 --strategy ddp --preset small --batch 8 \
             --steps "$rc_steps" --warmup 2 --peak-tflops 0 --log-every 1000 --precision mixed-bf16 \
             --recompute "${slevels[$((k / 2))]}" ${stores[$((k % 2))]}
@@ -158,11 +147,9 @@ done
         lv=${slevels[$((k / 2))]}
         act=$(sed -n 's/^MEM rank=0 .* activations=\([0-9]*\).*/\1/p' "$tmp/st.$k.0.log")
         calc=-
-        [ $((k % 2)) = 0 ] && calc=$("$BUILD/memcalc" --preset small --recipe course --micro-batch 8 \
-            --precision mixed-bf16 --recompute "$lv" --json | sed 's/.*"bytes_activations": \([0-9]*\).*/\1/')
-        ms=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/st.$k.$r.log" ms_per_step; done | med)
-        mn=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/st.$k.$r.log" ms_per_step; done | sort -g | head -1)
-        mx=$(for ((r = 0; r < rounds; r++)); do kv "$tmp/st.$k.$r.log" ms_per_step; done | sort -g | tail -1)
+        [ $((k % 2)) = 0 ] && calc=$(memcalc_value bytes_activations --preset small --recipe course --micro-batch 8 \
+            --precision mixed-bf16 --recompute "$lv")
+        read -r ms mn mx < <(for ((r = 0; r < rounds; r++)); do kv "$tmp/st.$k.$r.log" ms_per_step; done | spread)
         printf '%-11s %-11s %13s %13s %12.1f %6.1f %6.1f\n' "$lv" \
             "$([ $((k % 2)) = 0 ] && echo 2-byte || echo fp32-slots)" "$act" "$calc" "$ms" "$mn" "$mx"
     done
@@ -195,8 +182,7 @@ for f in "$out"/curves/*.log; do
     { head -n 4 "$f"; echo "[... one line per step: curves/$(basename "$f" .log).dat ...]"
       sed -n '/^done:/,$p' "$f"; } >"$tmp/log" && mv "$tmp/log" "$f"
 done
-write_run_info "$out" "make stage-6${QUICK:+ QUICK=$QUICK}"
 cat "$out/losses.txt" "$out/losses_lowlr.txt" "$out/target.txt" "$out/recompute.txt" "$out/storage.txt" \
     "$out/comm_error.txt" "$out/wire_bytes.txt"
 echo "  $overflows overflow(s) in the mixed-fp16 run"
-bash scripts/plot.sh "$out"
+stage_end "make stage-6${QUICK:+ QUICK=$QUICK}"

@@ -21,18 +21,12 @@
 # Timings on a shared VM are noisy: each size is saved 3 times in a run and the table
 # gives medians. QUICK=1 is a smoke run.
 set -eu
-BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
-. scripts/run_info.sh
-out=$RESULTS/07_fault_tolerance
-mkdir -p "$out"
-rm -f "$out/run.info" "$out"/*.txt "$out"/*.dat "$out"/*.png "$out"/*.log
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. scripts/stage_lib.sh
+stage_begin 07_fault_tolerance '*.txt' '*.dat' '*.png' '*.log'
 
 widths="128 256 512 768 1024" recovery_steps=12
-if [ "${QUICK:-0}" = 1 ]; then widths="128 256"; recovery_steps=6; fi
-
+if quick; then widths="128 256"; recovery_steps=6; fi
 
 # ---------------------------------------------------------------- 1. checkpoint cost
 {
@@ -133,7 +127,6 @@ run "$out/ckpt_table.dat" ckpt_interval --table --ckpt-cost "$cost"
     grep -E '^# (Young|the model|best)|^RESULT' "$out/ckpt_interval.dat"
 } >"$out/interval.txt"
 
-write_run_info "$out" "make stage-7$([ "${QUICK:-0}" = 1 ] && echo " (QUICK=1: widths $widths, $recovery_steps recovery steps)")"
-bash scripts/plot.sh "$out"
+stage_end "make stage-7" "widths $widths, $recovery_steps recovery steps"
 echo "stage 07: $out/ckpt_cost.txt, recovery.txt, interval.txt and the figures"
 cat "$out/ckpt_cost.txt" "$out/ckpt_async_small.txt" "$out/recovery.txt" "$out/interval.txt"

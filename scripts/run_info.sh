@@ -12,6 +12,7 @@
 #   command: make stage-2
 #
 # which scripts/plot.sh writes onto every figure and scripts/report.sh into the report.
+# The stage scripts source it through scripts/stage_lib.sh, with what else they share.
 
 RESULTS=${RESULTS:-runs}
 
@@ -46,21 +47,4 @@ outputs_note() {
         echo "outputs: $1/ (yours; untracked). The course's own measured run, which the lessons"
         echo "quote, stays in results/$(basename "$1")/; \`make report\` sets them side by side."
     fi
-}
-
-# For the stage scripts: a value from a run's RESULT line, and a median.
-kv() { sed -n "s/^RESULT .* $2=\([0-9.e+-]*\).*/\1/p" "$1"; }  # kv FILE KEY
-# run LOG BINARY ARGS...: $BUILD/BINARY's output into LOG; a failed run stops the
-# calling script with its last lines.
-run() {
-    local log=$1 bin=$2; shift 2
-    if ! "$BUILD/$bin" "$@" >"$log" 2>&1; then
-        echo "$(basename "$0"): FAILED: $BUILD/$bin $*" >&2
-        tail -n 20 "$log" >&2
-        exit 1
-    fi
-}
-
-med() {  # med: the median of the numbers on stdin (one a line)
-    sort -g | awk '{a[++n] = $1} END {print n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2}'
 }
