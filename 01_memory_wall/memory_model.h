@@ -204,8 +204,8 @@ double mm_course_stage_act_bytes(const ModelSpec *m, int B, int T, int tp, int s
                                  int stage, int in_flight, Recompute rc, int every, int half);
 
 // Stage 06's fp8 recipe: its casts of a linear layer's input, weight and output
-// gradient, in fp32 slots (common/model_fp8.c, MEM_WORKSPACE), sized for the largest
-// layer: N*4C + max(4C, V)*C + N*max(4C, V) floats, N = B*T.
+// gradient, in fp32 slots (06_mixed_precision/fp8_linear.c, MEM_WORKSPACE), sized for
+// the largest layer: N*4C + max(4C, V)*C + N*max(4C, V) floats, N = B*T.
 double mm_course_fp8_workspace_bytes(const ModelSpec *m, int B, int T);
 
 // The parameters stage `stage` of `pp` holds on one of `tp` ranks (gpt_fill_slices_part):

@@ -78,8 +78,8 @@ static float pipe_micro_batches(GPT *g, const int *tokens, const int *targets, i
     if (!P->model[0]->work_buffer) {  // the first step: the workspace, for this micro-batch size
         P->B = B;
         P->T = T;
-        // The trainer set the recompute and the precision on the chunk it knows (g,
-        // chunk 0), and a later stage its plugins (stage 06); the others take them from it.
+        // The trainer set the precision, and its extensions the plugins and the
+        // recompute, on the chunk it knows (g, chunk 0); the others take them from it.
         for (int c = 1; c < P->v; c++) {
             P->model[c]->plugins = g->plugins;
             gpt_set_recompute(P->model[c], g->recompute, g->recompute_every);

@@ -51,12 +51,12 @@ typedef struct {
     uint64_t step;          // optimizer steps done
     uint64_t data_step;     // the data loader's position (data.h: micro-batches served)
     uint64_t data_step_rows;  // ...in loader steps of this many rows (B x data-parallel
-                            // ranks): set by the trainer, so that a resume in another
-                            // layout converts the position (rows are the same data)
+                            // ranks): set by fault_tolerance_ext.c, so that a resume in
+                            // another layout converts the position (rows are the same data)
     uint64_t seed;          // the weights' and the corpus's; stochastic rounding's stream
     char recipe[16];        // the precision recipe (a resume must not change it)
-    char data[160];         // the corpus: "synthetic" or "NAME, N bytes" (set by the
-                            // trainer; a resume must not change it either)
+    char data[160];         // the corpus: "synthetic" or "NAME, N bytes" (set by
+                            // fault_tolerance_ext.c; a resume must not change it either)
     int opt_t;              // AdamW's step counter (bias correction, rounding streams)
     int master_filled;      // the fp32 masters hold the weights (mixed precision)
     long opt_skipped;       // steps the optimizer skipped (non-finite gradients)
@@ -66,7 +66,7 @@ typedef struct {
 
 // The one collective checkpoints need: an element-wise sum of n floats over
 // every rank of the job (agreeing on an outcome, broadcasting a name): the job's
-// (train_state.h), which the trainer sets up.
+// (train_state.h), which the trainer sets up (TrainLoop.sum).
 typedef JobSum CkptSum;
 
 // The host memory a rank's snapshots go through, kept from one save to the next

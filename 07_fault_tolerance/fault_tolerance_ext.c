@@ -193,9 +193,7 @@ static int ckpt_begin(TrainLoop *L, Tolerance *T) {
     }
     CHECK(p.step <= (uint64_t)L->steps, "--resume: the checkpoint is of step %llu, past --steps %d",
           (unsigned long long)p.step, L->steps);
-    LossScaler *scaler = precision_loss_scaler(L);
-    CHECK(scaler, "stage 07's resume needs stage 06's extension (its loss scaler)");
-    resume_restore(&p, &L->st, scaler, &L->overflows, &L->dl);
+    resume_restore(&p, &L->st, precision_loss_scaler(L), &L->overflows, &L->dl);
     convert_data_position(&p, &L->dl, L->rank);
     if (L->rank == 0) log_info("checkpoint loaded in %.1f ms", (now_seconds() - t0) * 1e3);
     int reached = ckpt_noted_step(t->ckpt_dir);
@@ -249,6 +247,8 @@ static void ckpt_start(TrainLoop *L, Tolerance *T, int step) {
 static void start(TrainLoop *L, void *self) {
     Tolerance *T = self;
     const ToleranceArgs *t = T->args = train_ext_args(L, &fault_tolerance_extension);
+    // A checkpoint holds stage 06's loss scaler: every build with this stage has it.
+    CHECK(precision_loss_scaler(L), "stage 07's extension is linked without stage 06's");
     char ferr[300];
     int gone = t->inject && strstr(t->inject, "permanent") && comm_ranks_dropped() > 0;
     CHECK(!t->inject || gone || fault_parse(t->inject, L->world, L->steps, &T->fault, ferr,
@@ -263,7 +263,7 @@ static void start(TrainLoop *L, void *self) {
     int spikes = t->spike_factor > 0 || (t->inject && strncmp(t->inject, "spike", 5) == 0);
     CHECK(!L->pipeline || !spikes, "--spike-factor and --inject spike: not for pipelines yet "
           "(their micro-batches run inside the schedule)");
-    if (spikes) train_skip_votes(L, "loss spike");
+    if (spikes) train_may_skip(L, "loss spike");
     straggler_init(&T->slow, t->straggler_factor, L->world);
     T->spike.factor = t->spike_factor;
 }
@@ -360,7 +360,7 @@ static void end(TrainLoop *L, void *self) {
     Tolerance *T = self;
     ckpt_finish(&T->cc, &T->pending);
     if (T->pending.failed)
-        snprintf(L->failed, sizeof L->failed, "the last checkpoint (step %d) was NOT saved (the "
+        snprintf(L->failure, sizeof L->failure, "the last checkpoint (step %d) was NOT saved (the "
                  "warning above says why): the run's end cannot be resumed", T->pending.failed);
 }
 

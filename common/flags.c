@@ -57,7 +57,8 @@ int flag_given(const Flag *table, int n, const char *name) {
 
 int flag_on(const Flag *table, int n, const char *name) {
     for (int i = 0; i < n; i++)
-        if (strcmp(table[i].name, name) == 0) return table[i].given;
+        if (strcmp(table[i].name, name) == 0)
+            return table[i].given && (table[i].type != FLAG_BOOL || *(const int *)table[i].dst);
     return 0;
 }
 

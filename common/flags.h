@@ -78,8 +78,9 @@ void flags_print_help(const Flag *table, int n, const char *usage, const char *d
 int flag_given(const Flag *table, int n, const char *name);
 // The same for a flag that may not be in the table: a flag a later stage adds
 // (trainer.h's extensions), which a program linked without that stage does not
-// have. flag_on: given; flag_is: a string flag whose value is `value`. Both 0 for
-// a flag the table does not have.
+// have. flag_on: given (a boolean one, given true: --elastic, not --elastic=0);
+// flag_is: a string flag whose value is `value`. Both 0 for a flag the table does
+// not have.
 int flag_on(const Flag *table, int n, const char *name);
 int flag_is(const Flag *table, int n, const char *name, const char *value);
 // For cross-flag checks after parsing: prints "error: <message>" and exits 2.

@@ -179,7 +179,7 @@ typedef enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_FU
 // holding bf16 values (4 bytes each: the course's remaining emulation).
 //   fp8         mixed-bf16 whose GEMMs read fp8: inputs and weights E4M3, output
 //               gradients E5M2, each tensor with its own scale from its amax over the
-//               last GPT_FP8_HISTORY steps (Transformer Engine's delayed scaling;
+//               last steps (Transformer Engine's delayed scaling;
 //               06_mixed_precision/fp8_linear.c). Serial layers only (no TP, no
 //               two-pass backward).
 // fp32, mixed-bf16 and bf16 need nothing but rounding to nearest, the core's. The

@@ -1,8 +1,8 @@
 // ops_cuda_fp8.cu — the fp8 recipe's GEMMs on the fp8 tensor cores, through cuBLASLt.
 //
-// common/model_fp8.c hands each linear layer's operands over as quantize_fp8 left
-// them: fp32 slots holding v = fp8(x·s)/s, with the tensor's scale s. Here they
-// become fp8 codes again, q = fp8(v·s). That is exact: v·s is q to within two fp32
+// 06_mixed_precision/fp8_linear.c hands each linear layer's operands over as
+// quantize_fp8 left them: fp32 slots holding v = fp8(x·s)/s, with the tensor's scale
+// s. Here they become fp8 codes again, q = fp8(v·s). That is exact: v·s is q to within two fp32
 // roundings (2^-23 of q), far below half the gap between q and its fp8 neighbours
 // (at least 2^-4 of q with 3 mantissa bits, 2^-3 with 2). cuBLASLt then multiplies
 // the codes on the tensor cores, accumulating in fp32, and alpha = 1/(sx·sw) puts

@@ -67,6 +67,7 @@ uint64_t adamw_sround_seed(uint64_t seed, uint64_t t) {
 // that is contiguous in the whole tensor (gpt_slice_run).
 static void round_stochastic(const AdamW *opt, const GPT *g, float *p) {
     Ctx *ctx = g->ctx;
+    CHECK(g->plugins, "bf16-sr without its rounding rule (g->plugins)");
     uint64_t seed = adamw_sround_seed(g->prec.seed, (uint64_t)opt->t);
     for (int i = 0; i < g->n_slices; i++) {
         const ParamSlice *s = &g->slices[i];

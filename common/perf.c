@@ -1,11 +1,12 @@
-// perf.c — measuring the sgemm ceiling that CPU MFU is quoted against, and
-// counting the cores it may be multiplied by.
+// perf.c — measuring the sgemm ceiling that CPU MFU is quoted against, counting the
+// cores it may be multiplied by, and the peak of a job's MFU.
 #include <cblas.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "cuda_probe.h"
 #include "perf.h"
 #include "rng.h"
 #include "timer.h"
@@ -82,4 +83,39 @@ int cores_available(void) {
     if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0) return CPU_COUNT(&mask);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+// On the CPU: one core's sgemm rate, measured now, times the cores the job can use.
+// Counting ranks instead would print MFU above 100 % as soon as ranks outnumber
+// cores (3 ranks on 2 cores share 2 cores' FLOPs). Only rank 0 measures and prints;
+// the others return 0.
+double mfu_peak(Device dev, const Comm *c, int rank, int world, int threads, char *how,
+                size_t n) {
+    int local = c ? comm_local_size(c) : world;
+    int machines = (world + local - 1) / local;  // assumed alike when a job spans several
+    if (dev != DEV_CPU) {
+        // Ranks that share a GPU share its peak: count the GPUs in use, not the ranks.
+        CudaProbe pr;
+        cuda_probe(&pr);
+        int gpus = pr.devices > 0 && pr.devices < local ? pr.devices : local;
+        snprintf(how, n, "= 989.4 TFLOP/s per GPU (H100 SXM dense bf16 datasheet; this fp32 path "
+                 "cannot reach it) x %d GPU%s (%d rank%s on %d visible) x %d machine%s", gpus,
+                 gpus == 1 ? "" : "s", local, local == 1 ? "" : "s", pr.devices, machines,
+                 machines == 1 ? "" : "s");
+        return 989.4e12 * gpus * machines;
+    }
+    if (rank != 0) {
+        snprintf(how, n, "(measured by rank 0)");
+        return 0;
+    }
+    int cores = c && comm_local_cores(c) > 0 ? comm_local_cores(c) : cores_available();
+    int used = usable_cores(local, threads, cores);
+    double core = cpu_peak_gflops(1);
+    char many[64] = "";
+    if (machines > 1) snprintf(many, sizeof many, " x %d machines", machines);
+    snprintf(how, n, "= %.1f GFLOP/s per core (OpenBLAS sgemm 1024^3, 1 thread, best of ~0.3 s, "
+             "now) x %d core%s (%d rank%s x %d thread%s on %d core%s)%s", core, used,
+             used == 1 ? "" : "s", local, local == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
+             cores, cores == 1 ? "" : "s", many);
+    return core * 1e9 * used * machines;
 }

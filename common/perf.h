@@ -1,5 +1,9 @@
 // perf.h — the numbers every run reports: FLOPs, MFU, and the CPU's sgemm ceiling.
 #pragma once
+#include <stddef.h>
+
+#include "comm.h"
+#include "ctx.h"
 
 // The median of n timings (sorts x in place): what every benchmark here reports.
 double median(double *x, int n);
@@ -18,3 +22,11 @@ int usable_cores(int local_ranks, int threads, int cores);
 // The cores this process may run on: its affinity mask (taskset, a launcher's
 // binding), or the online count if the mask cannot be read.
 int cores_available(void);
+
+// The peak a job's MFU is quoted against, in FLOP/s, and how it was found (into how):
+// on the CPU one core's sgemm rate (cpu_peak_gflops) times the cores the job's ranks
+// on this machine may use (usable_cores), measured by rank 0 alone (the others get
+// 0); on a GPU the H100's datasheet figure per GPU in use. c: the job's ranks (NULL:
+// one process, world 1).
+double mfu_peak(Device dev, const Comm *c, int rank, int world, int threads, char *how,
+                size_t n);

@@ -69,7 +69,7 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_INT("--warmup", &a->warmup, 0, 1 << 20, "steps left out of the median timings"),
         F_INT("--log-every", &a->log_every, 1, 1 << 30, "print every n-th step"),
         F_STRING("--save-params", &a->save_params, "write the final weights to this .safetensors file"),
-        F_CHOICE("--precision", &a->precision, GPT_RECIPES, "precision recipe (06_mixed_precision/README.md)"),
+        F_CHOICE("--precision", &a->precision, GPT_RECIPES, "precision recipe (06_mixed_precision/README.md; mixed-fp16, bf16-sr and fp8 need that stage linked in)"),
         F_BOOL("--acts-fp32", &a->acts_fp32, "keep a 2-byte recipe's saved activations in fp32 slots (4 bytes a value, the same numbers: to compare memory and time)"),
     };
     int n = FLAG_COUNT(f);
@@ -153,6 +153,9 @@ void train_resolve(const TrainArgs *a, GPTConfig *cfg) {
         flags_fail("--data %s: not a readable file%s%s", a->data, errno ? ": " : "",
                    errno ? strerror(errno) : "");
     if (a->save_params) flags_check_output("--save-params", a->save_params);
+}
+
+void train_validate_extensions(const TrainArgs *a, const GPTConfig *cfg) {
     for (int i = 0; i < a->n_ext; i++)
         if (a->ext[i]->validate) a->ext[i]->validate(a->ext_args[i], a, cfg);
 }

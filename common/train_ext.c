@@ -85,10 +85,10 @@ int train_state_collect(TrainLoop *L) {
     return 0;
 }
 
-void train_skip_votes(TrainLoop *L, const char *why) { L->skip_vote = why; }
+void train_may_skip(TrainLoop *L, const char *why) { L->skip_reason = why; }
 
 void train_skip_step(TrainLoop *L) {
-    CHECK(L->skip_vote, "train_skip_step without train_skip_votes");
+    CHECK(L->skip_reason, "train_skip_step without train_may_skip");
     L->skip_asked = 1;
     L->g.prec.loss_scale = INFINITY;
 }

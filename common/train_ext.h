@@ -26,8 +26,9 @@
 // TRAIN_EXTENSION line puts a pointer to it in the linker section "course_ext",
 // which the loop reads (train_ext.c). So a driver built for stage 03 (make stage-3)
 // has no stage-06 or -07 code in it, and the same driver built by `make` has both,
-// with nothing in the core naming either. A flag of a stage a binary was linked
-// without is refused naming that stage (the course's catalogue, train_ext.c).
+// and the core depends on neither. A flag of a stage a binary was linked without is
+// refused naming that stage: the course's catalogue (train_ext.c) lists the later
+// stages' flags, as data, for that message alone.
 #pragma once
 #include <stddef.h>
 
@@ -116,9 +117,9 @@ struct TrainLoop {
     long overflows;         // steps skipped for non-finite gradients not asked for
 
     // Set by extensions.
-    const char *skip_vote;  // train_skip_votes
-    int skip_asked;         // train_skip_step, this step
-    char failed[512];       // the run failed after all: said (and exit 1) after its summary
+    const char *skip_reason;  // what an extension may skip steps for (train_may_skip)
+    int skip_asked;           // this rank asked to skip this step (train_skip_step)
+    char failure[512];        // why the run failed after all: said (exit 1) after its summary
 
     void *ext_state[TRAIN_MAX_EXTENSIONS];
 };
@@ -126,10 +127,10 @@ struct TrainLoop {
 // This rank's state as views (train_state.h): the strategy's, or the whole model's
 // replica. 0, or -1 when the strategy does not expose it. Made once; L->st.
 int train_state_collect(TrainLoop *L);
-// An extension skips steps on purpose for `why` ("a loss spike"): after an update
+// An extension may skip steps on purpose, for `why` ("loss spike"): after an update
 // that was skipped, the ranks then agree whether one of them asked (a skip nobody
 // asked for is an overflow). Call at start.
-void train_skip_votes(TrainLoop *L, const char *why);
+void train_may_skip(TrainLoop *L, const char *why);
 // This rank asks to skip this step: its gradients become infinite (the loss
 // gradient is scaled by inf), so that every rank's optimizer skips the update.
 void train_skip_step(TrainLoop *L);

@@ -40,6 +40,7 @@ void train_job_launch(TrainJob *j, CommConfig *cc, const char *words) {
     CommConfig alone = {.np = 1, .timeout_s = 60};
     int single = cc == NULL;
     if (single) cc = &alone;
+    train_validate_extensions(a, &j->cfg);
     for (int i = 0; i < a->n_ext; i++)  // a supervisor's restarts (stage 07)
         if (a->ext[i]->launch) a->ext[i]->launch(a->ext_args[i], cc);
     if (single && cc->elastic) flags_fail("--elastic: one process has no rank to give up");

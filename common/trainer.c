@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "cuda_probe.h"
 #include "ops.h"
 #include "perf.h"
 #include "safetensors.h"
@@ -29,48 +28,6 @@ typedef struct {
 } Run;
 
 // ---------------------------------------------------------------- set-up
-
-// The peak MFU is quoted against, in FLOP/s, and how it was found (into `how`).
-// On the CPU: one core's sgemm rate, measured now, times the cores the job can
-// use. Counting ranks instead would print MFU above 100 % as soon as ranks
-// outnumber cores (3 ranks on 2 cores share 2 cores' FLOPs). Only rank 0 measures
-// and prints; the others return 0. Ranks measuring at once would measure their
-// contention, so this runs while the other ranks wait for rank 0's weights.
-static double mfu_peak(const TrainLoop *L, char *how, size_t n) {
-    const TrainArgs *a = L->a;
-    if (a->peak_tflops > 0) {
-        snprintf(how, n, "(--peak-tflops)");
-        return a->peak_tflops * 1e12;
-    }
-    Comm *c = L->job->comm;
-    int local = c ? comm_local_size(c) : L->world;
-    int machines = (L->world + local - 1) / local;  // assumed alike when a job spans several
-    if (L->ctx->device != DEV_CPU) {
-        // Ranks that share a GPU share its peak: count the GPUs in use, not the ranks.
-        CudaProbe pr;
-        cuda_probe(&pr);
-        int gpus = pr.devices > 0 && pr.devices < local ? pr.devices : local;
-        snprintf(how, n, "= 989.4 TFLOP/s per GPU (H100 SXM dense bf16 datasheet; this fp32 path "
-                 "cannot reach it) x %d GPU%s (%d rank%s on %d visible) x %d machine%s", gpus,
-                 gpus == 1 ? "" : "s", local, local == 1 ? "" : "s", pr.devices, machines,
-                 machines == 1 ? "" : "s");
-        return 989.4e12 * gpus * machines;
-    }
-    if (L->rank != 0) {
-        snprintf(how, n, "(measured by rank 0)");
-        return 0;
-    }
-    int cores = c && comm_local_cores(c) > 0 ? comm_local_cores(c) : cores_available();
-    int used = usable_cores(local, a->threads, cores);
-    double core = cpu_peak_gflops(1);
-    char many[64] = "";
-    if (machines > 1) snprintf(many, sizeof many, " x %d machines", machines);
-    snprintf(how, n, "= %.1f GFLOP/s per core (OpenBLAS sgemm 1024^3, 1 thread, best of ~0.3 s, "
-             "now) x %d core%s (%d rank%s x %d thread%s on %d core%s)%s", core, used,
-             used == 1 ? "" : "s", local, local == 1 ? "" : "s", a->threads,
-             a->threads == 1 ? "" : "s", cores, cores == 1 ? "" : "s", many);
-    return core * 1e9 * used * machines;
-}
 
 // Who this rank is, the job's sum, the data, the extensions' state.
 static void loop_init(TrainLoop *L, TrainJob *j, const TrainHooks *h) {
@@ -125,7 +82,12 @@ static void build_model(TrainLoop *L, Run *R) {
     gpt_set_precision(&L->g, recipe, a->seed);
     gpt_set_acts_fp32(&L->g, a->acts_fp32);
     if (a->acts_fp32) train_note(L->about, sizeof L->about, " | activations in fp32 slots (--acts-fp32)");
-    R->peak = mfu_peak(L, R->peak_how, sizeof R->peak_how);  // the others wait in sync_params
+    // Measured by rank 0 while the others wait in sync_params (ranks measuring at once
+    // would measure their contention).
+    if (a->peak_tflops > 0) snprintf(R->peak_how, sizeof R->peak_how, "(--peak-tflops)");
+    R->peak = a->peak_tflops > 0 ? a->peak_tflops * 1e12
+              : mfu_peak(L->ctx->device, L->job->comm, L->rank, L->world, a->threads,
+                         R->peak_how, sizeof R->peak_how);
     if (L->h->sync_params) L->h->sync_params(&L->g, L->h->arg);
     if (!S) {
         gpt_alloc_grads(&L->g);
@@ -200,10 +162,10 @@ static void forward_backward(TrainLoop *L, Run *R) {
 // After a skipped update, when an extension may skip on purpose: did a rank ask?
 // The ranks agree (one small sum), so that every one of them counts the same.
 static void agree_on_skip(TrainLoop *L) {
-    if (!L->found_inf || !L->skip_vote) return;
+    if (!L->found_inf || !L->skip_reason) return;
     float asked = L->skip_asked ? 1.0f : 0.0f;
-    if (L->sum) L->sum(&asked, 1, L->sum_arg);
-    if (asked > 0) L->skip_cause = L->skip_vote;
+    if (L->sum && L->world > 1) L->sum(&asked, 1, L->sum_arg);
+    if (asked > 0) L->skip_cause = L->skip_reason;
 }
 
 // Synchronise the gradients, clip, update (a sharded strategy does all three).
@@ -341,7 +303,7 @@ TrainResult train_run(TrainJob *j, const TrainHooks *h) {
     if (L.a->save_params) save_params(L.a->save_params, &L);
     // An extension found the run failed after all (the last checkpoint was not saved):
     // said after the summary and the weights, so that nothing else is lost.
-    CHECK(!L.failed[0], "%s", L.failed);
+    CHECK(!L.failure[0], "%s", L.failure);
     loop_free(&L, &R);
     return res;
 }

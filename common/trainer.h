@@ -53,9 +53,11 @@ void train_args_free(TrainArgs *a);
 // Writes the training flags and every extension's into rows (room for
 // TRAIN_MAX_FLAGS); returns how many.
 int train_flags(TrainArgs *a, Flag *rows);
-// Resolves preset + overrides into cfg, validating everything, the extensions' flags
-// too (exits 2 naming the flag on bad input).
+// Resolves preset + overrides into cfg, validating the training flags (exits 2
+// naming the flag on bad input)...
 void train_resolve(const TrainArgs *a, GPTConfig *cfg);
+// ...and the extensions' (some check what exists: a checkpoint folder, made if missing).
+void train_validate_extensions(const TrainArgs *a, const GPTConfig *cfg);
 // The training flags every rank must share, as words ("--preset=small --layers=4 ...
 // --precision=mixed-bf16 ...", then the extensions'), into buf: so that a rank
 // started with other flags (mpirun and torchrun start each rank from its own command
@@ -80,8 +82,10 @@ typedef struct {
 // its stage. The job must not move afterwards (the table points into j->a).
 void train_job_parse(TrainJob *j, int argc, char **argv, const Flag *extra, int n,
                      const char *usage, const char *about);
-// Launches the ranks (cc: --np, --transport, --timeout; the extensions add a
-// supervisor's restarts), checks that every rank was started with the same flags
+// Checks the extensions' flags (after the driver's own checks: a layout the driver
+// refuses leaves nothing behind), launches the ranks (cc: --np, --transport,
+// --timeout; the extensions add a supervisor's restarts), checks that every rank was
+// started with the same flags
 // (the training words, --np and the driver's `words`), and makes this rank's
 // context on its device (a GPU picked by local rank). cc NULL: one process (build/
 // train), launched only when a supervisor restarts it.

@@ -10,6 +10,9 @@
 #   layer.make.stage_builds_alone    `make UPTO=N` (what make stage-N and make grade-N
 #                                    build) compiles and links no file of a later stage,
 #                                    and no stage folder is on the core's include path
+#   layer.absent_stage.named         stage 03's sharded_train, linked as make stage-3
+#                                    links it, trains, and refuses the flags of stages
+#                                    06 and 07 naming them
 #
 #   bash tests/test_layering.sh BUILD
 set -u
@@ -115,3 +118,36 @@ else
     echo "FAIL layer.includes  ${bad:0:600}"
 fi
 
+
+# 5. A program linked without a stage trains without it and refuses its flags naming
+# it: stage 03's sharded_train as make stage-3 links it (from this build's objects,
+# into a folder of its own: $BUILD keeps every stage).
+link=$(make -B -n --no-print-directory UPTO=3 BUILD="$BUILD" "$BUILD/sharded_train" 2>/dev/null |
+       grep -- "-o $BUILD/sharded_train ")
+prog="$tmp/sharded_train"
+if [ -z "$link" ] || ! eval "${link/-o $BUILD\/sharded_train /-o $prog }" >"$tmp/link.log" 2>&1; then
+    echo "FAIL layer.absent_stage.named  could not link stage 03's sharded_train: $(tail -n 2 "$tmp/link.log" 2>/dev/null)"
+else
+    ln -s "$PWD/$BUILD/libcourse_cuda.so" "$tmp/libcourse_cuda.so" 2>/dev/null
+    bad=""
+    absent() {  # absent PATTERN FLAGS...: exit 2, the stage named, no rank started
+        local pat=$1 out rc; shift
+        out=$("$prog" --preset tiny --steps 1 "$@" 2>&1); rc=$?
+        if [ "$rc" != 2 ] || ! grep -qF -- "$pat" <<<"$out" || grep -q '^\[rank' <<<"$out"; then
+            bad+="'$*': exit $rc, $(head -c 200 <<<"$out"); "
+        fi
+    }
+    absent "--ckpt-dir is taught in 07_fault_tolerance" --ckpt-dir "$tmp/ck"
+    absent "--recompute is taught in 06_mixed_precision" --recompute full
+    absent "--precision mixed-fp16 needs dynamic loss scaling, which 06_mixed_precision teaches" \
+        --precision mixed-fp16
+    [ -e "$tmp/ck" ] && bad+="the refused --ckpt-dir was made; "
+    out=$("$prog" --np 2 --strategy zero2 --preset tiny --steps 2 --precision mixed-bf16 \
+          --peak-tflops 1 2>&1) || bad+="a stage-03 run failed: $(tail -n 2 <<<"$out"); "
+    nm "$prog" | grep -q 'fault_tolerance_extension\|precision_extension' && bad+="it holds an extension; "
+    if [ -z "$bad" ]; then
+        echo "PASS layer.absent_stage.named  stage 03's sharded_train (no 06, no 07) trains ZeRO-2 in mixed-bf16 and refuses --ckpt-dir, --recompute and mixed-fp16, naming the stage that teaches each"
+    else
+        echo "FAIL layer.absent_stage.named  ${bad:0:600}"
+    fi
+fi

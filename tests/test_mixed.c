@@ -23,7 +23,7 @@
 //                    random walk, about u S / sqrt(K) (measured 0.09 u S at K = 96);
 //                    without them only fp32's accumulation is left, about 2^-24 S, which
 //                    is 1e-4 u S for bf16.
-// mp.fp8.linear.forward / .backward   the fp8 recipe's linear layer (model_fp8.c)
+// mp.fp8.linear.forward / .backward   the fp8 recipe's linear layer (fp8_linear.c)
 //                    gives bitwise the GEMM of x and w cast to E4M3 (dy to E5M2) with
 //                    the scales of its amax histories: 1 at the first step (empty), then
 //                    448 / amax (57344 / amax for dy) of the step before.
