@@ -25,6 +25,35 @@ static void sync_params(GPT *g, void *arg) { ddp_broadcast_params(arg, g); }
 static void sync_grads(GPT *g, void *arg) { ddp_sync_grads(arg, g); }
 static void sync_grads_bf16(GPT *g, void *arg) { ddp_sync_grads_bf16(arg, g); }
 
+// The gradients' type on the wire. auto: bf16 when the recipe computes in bf16, where
+// it can go: on the CPU, or on a GPU through host memory (--gpu-comm host); the GPU
+// collectives keep fp32.
+static int wire_is_bf16(const TrainJob *j, const char *grad_comm, const char *gpu_comm) {
+    GPTRecipe recipe = PREC_FP32;
+    gpt_recipe_parse(j->a.precision, &recipe);
+    int host = j->dev == DEV_CPU || strcmp(gpu_comm, "host") == 0;
+    int bf16 = strcmp(grad_comm, "bf16") == 0 ||
+               (strcmp(grad_comm, "auto") == 0 && gpt_recipe_dtype(recipe) == DT_BF16 && host);
+    if (bf16 && !host)
+        flags_fail("--grad-comm bf16 with --device cuda goes through host memory: add --gpu-comm host");
+    if (j->dev == DEV_CPU && flag_given(j->flags, j->nf, "--gpu-comm"))
+        flags_fail("--gpu-comm %s needs --device cuda", gpu_comm);
+    return bf16;
+}
+
+// What the run is, for the banner.
+static void describe(const DDP *d, const TrainJob *j, int wire_bf16, char *label, size_t n) {
+    int world = j->ctx.world;
+    if (d->gpu)
+        snprintf(label, n, "DDP over %d rank%s (all-reduce GPU to GPU: %s)", world,
+                 world == 1 ? "" : "s", gpu_comm_describe(d->gpu));
+    else
+        snprintf(label, n, "DDP over %d rank%s (%s all-reduce, %s%s%s)", world,
+                 world == 1 ? "" : "s", algo_name(d->algo), transport_name(comm_transport(j->comm)),
+                 j->dev == DEV_CUDA ? ", gradients staged through host memory" : "",
+                 wire_bf16 ? ", gradients sent as bf16" : "");
+}
+
 int main(int argc, char **argv) {
     int np = 1;
     double timeout = 60;
@@ -44,18 +73,7 @@ int main(int argc, char **argv) {
     TrainJob j;
     train_job_parse(&j, argc, argv, mine, FLAG_COUNT(mine), "ddp_train [flags]",
                     "Data-parallel training: every rank a full replica, gradients all-reduced each step.");
-    Device dev = j.dev;
-    GPTRecipe recipe = PREC_FP32;
-    gpt_recipe_parse(j.a.precision, &recipe);
-    // auto: bf16 when the recipe computes in bf16, where it can go: on the CPU, or on a
-    // GPU through host memory (--gpu-comm host); the GPU collectives keep fp32.
-    int wire_bf16 = strcmp(grad_comm, "bf16") == 0 ||
-                    (strcmp(grad_comm, "auto") == 0 && gpt_recipe_dtype(recipe) == DT_BF16 &&
-                     (dev == DEV_CPU || strcmp(gpu_comm, "host") == 0));
-    if (wire_bf16 && dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
-        flags_fail("--grad-comm bf16 with --device cuda goes through host memory: add --gpu-comm host");
-    if (dev == DEV_CPU && flag_given(j.flags, j.nf, "--gpu-comm"))
-        flags_fail("--gpu-comm %s needs --device cuda", gpu_comm);
+    int wire_bf16 = wire_is_bf16(&j, grad_comm, gpu_comm);
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
     char words[128];  // every rank the same flags (mpirun: each its own command line)
@@ -71,20 +89,13 @@ int main(int argc, char **argv) {
     Group *world = comm_world(c);
     ddp_init(&d, c, world, al);
     GpuComm *gc = NULL;
-    if (dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
+    if (j.dev == DEV_CUDA && strcmp(gpu_comm, "host") != 0)
         gc = gpu_comm_new(c, world, ctx, strcmp(gpu_comm, "nccl") == 0  ? GPU_NCCL
                                          : strcmp(gpu_comm, "ipc") == 0 ? GPU_IPC
                                                                         : GPU_AUTO);
     d.gpu = gc;  // after ddp_init, which clears the struct
     char label[256];
-    if (gc)
-        snprintf(label, sizeof label, "DDP over %d rank%s (all-reduce GPU to GPU: %s)", ctx->world,
-                 ctx->world == 1 ? "" : "s", gpu_comm_describe(gc));
-    else
-        snprintf(label, sizeof label, "DDP over %d rank%s (%s all-reduce, %s%s%s)", ctx->world,
-                 ctx->world == 1 ? "" : "s", algo_name(al), transport_name(comm_transport(c)),
-                 dev == DEV_CUDA ? ", gradients staged through host memory" : "",
-                 wire_bf16 ? ", gradients sent as bf16" : "");
+    describe(&d, &j, wire_bf16, label, sizeof label);
     char layout[64];  // for a checkpoint's manifest
     snprintf(layout, sizeof layout, "dp=%d tp=1 pp=1 zero=0", ctx->world);
     TrainHooks h = {.sync_grads = wire_bf16 ? sync_grads_bf16 : sync_grads,
