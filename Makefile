@@ -139,12 +139,15 @@ report-build:
 	 skipped)); MPI: $(if $(MPICC),$(MPICC),not found (MPI transport skipped))"
 
 # Which stages and exercises the programs in $(BUILD) were linked with: a program is
-# linked again when that changes (make stage-3 after make), not only when an object did.
-LINKSET := upto=$(UPTO) ex=$(EX_DIR)
-$(BUILD)/.linkset: FORCE
+# linked again when that changes (make stage-3 after make), not only when an object
+# did. The stages in the build change only what the drivers link (the extensions);
+# the exercises swapped in, any program.
+$(BUILD)/.stages $(BUILD)/.exercises: FORCE
 	@mkdir -p $(dir $@)
-	@[ "$$(cat $@ 2>/dev/null)" = "$(LINKSET)" ] || echo "$(LINKSET)" >$@
-$(BINS): $(BUILD)/.linkset
+	@want="$(if $(filter %.stages,$@),upto=$(UPTO),ex=$(EX_DIR))"; \
+	  [ "$$(cat $@ 2>/dev/null)" = "$$want" ] || echo "$$want" >$@
+$(BINS): $(BUILD)/.exercises
+$(DRIVERS): $(BUILD)/.stages
 # Every program that trains links the extensions of the stages in the build.
 $(DRIVERS): $(EXT_OBJS)
 # A program: its objects (the prerequisites that are .o files).
