@@ -54,9 +54,13 @@ FULL      := $(filter $(words $(STAGES)),$(words $(IN_BUILD)))
 # stage N is replaced by D/exercises/x.c where that file exists (the stages before
 # N stay the reference's). `make grade-N` does this in its own build folder
 # (build-ex), with UPTO=N, and scores the stage's tests per part.
+# EX_FILES="a.c b.c" swaps only those of stage N's files (make grade-N grades each
+# part on a build with its own files alone: scripts/grade.sh).
 EX ?=
+EX_FILES ?=
 EX_DIR := $(if $(EX),$(filter $(shell printf '%02d' $(EX) 2>/dev/null)_%,$(STAGES)))
-stage_src = $(foreach f,$1,$(if $(and $(filter $(EX_DIR)/,$(dir $f)),$(wildcard $(dir $f)exercises/$(notdir $f))),$(dir $f)exercises/$(notdir $f),$f))
+ex_file = $(and $(filter $(EX_DIR)/,$(dir $1)),$(or $(if $(EX_FILES),,all),$(filter $(notdir $1),$(EX_FILES))),$(wildcard $(dir $1)exercises/$(notdir $1)))
+stage_src = $(foreach f,$1,$(if $(call ex_file,$f),$(dir $f)exercises/$(notdir $f),$f))
 stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
 # The core: common/ alone. Its objects name no stage (tests/test_layering.sh checks
@@ -135,7 +139,7 @@ programs:
 
 report-build:
 	@echo "build: CPU core -> $(BUILD)/ ; stages: $(if $(FULL),all,up to $(lastword $(IN_BUILD)))\
-	$(if $(EX_DIR),; $(EX_DIR) from its exercises/); CUDA: $(if $(NVCC),$(NVCC),not found (CUDA backend\
+	$(if $(EX_DIR),; $(EX_DIR) from its exercises/$(if $(EX_FILES), ($(EX_FILES)))); CUDA: $(if $(NVCC),$(NVCC),not found (CUDA backend\
 	 skipped)); MPI: $(if $(MPICC),$(MPICC),not found (MPI transport skipped))"
 
 # Which stages and exercises the programs in $(BUILD) were linked with: a program is
@@ -144,7 +148,7 @@ report-build:
 # the exercises swapped in, any program.
 $(BUILD)/.stages $(BUILD)/.exercises: FORCE
 	@mkdir -p $(dir $@)
-	@want="$(if $(filter %.stages,$@),upto=$(UPTO),ex=$(EX_DIR))"; \
+	@want="$(if $(filter %.stages,$@),upto=$(UPTO),ex=$(EX_DIR) $(EX_FILES))"; \
 	  [ "$$(cat $@ 2>/dev/null)" = "$$want" ] || echo "$$want" >$@
 $(BINS): $(BUILD)/.exercises
 $(DRIVERS): $(BUILD)/.stages
@@ -211,7 +215,7 @@ grade-%:
 	@out=$$(bash scripts/grade.sh --list $* "$(PART)" 2>&1) || { echo "$$out" >&2; exit 2; }  # before building
 	@[ -d build-ex ] || [ ! -d build ] || cp -a build build-ex  # the reference's objects, once
 	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) UPTO=$* EX=$* BUILD=build-ex all
-	@BUILD=build-ex bash scripts/grade.sh $* $(PART)
+	@GRADE_ISOLATE=1 BUILD=build-ex bash scripts/grade.sh $* $(PART)
 
 # The graders are tested too: for each stage, in the learner's own state (the stages
 # before it the reference's, later ones left out), the reference scores full marks,

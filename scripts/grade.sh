@@ -3,8 +3,9 @@
 #
 #   BUILD=build-ex bash scripts/grade.sh 2 [PART[,PART...]]   (`make grade-2 [PART=..]`)
 #
-# Reads NN_*/exercises/parts.txt, where each part declares the checks it must see:
-#     <part> <points> <check> [<check> ...]      (continued on indented lines)
+# Reads NN_*/exercises/parts.txt, where each part declares its files and the checks it
+# must see:
+#     <part> <points> [<file.c>,...] <check> [<check> ...]   (continued on indented lines)
 # A check may use bash's {a,b} to list variants; "mpi:" before it means "expected
 # when this build has MPI and mpirun is installed". Then runs the stage's suite
 # (tests/run.sh stageNN) on the binaries in $BUILD and, per part:
@@ -19,6 +20,14 @@
 # parts named, with PART). GRADE_LOG=file keeps the suite's raw output there;
 # ONLY=test,... runs only those tests of the suite (tests/run.sh; grade_check.sh
 # uses it to run a mutant's tests alone).
+#
+# Each part is graded in isolation (GRADE_ISOLATE=1, as make grade-N sets it): its
+# checks are scored on a build with its own files from your exercises/ and the
+# reference for every other file of the stage, so a mistake is charged to the file
+# that holds it, and a later part can be graded before an earlier one is done. The
+# suite first runs on all of your files (most parts pass or fail there as they would
+# alone); each part that did not pass is then graded again on its own build (make
+# EX_FILES=its files), running only the tests that report its checks.
 #   bash scripts/grade.sh --list 2 [PART,...]   only print the checks the parts declare
 set -u
 cd "$(dirname "$0")/.."
@@ -37,7 +46,7 @@ have_mpi=0
 if command -v mpirun >/dev/null && [ -f "$BUILD/common/comm_mpi.o" ]; then have_mpi=1; fi
 
 # ---------------------------------------------------------------- the declared parts
-names=() points=() checks=()
+names=() points=() checks=() files=()
 add_words() {  # appends the expanded check names in "$@" to the last part
     local w cond expanded
     for w in "$@"; do
@@ -58,10 +67,13 @@ while IFS= read -r line || [ -n "$line" ]; do
         add_words $line
     else
         set -- $line
-        [ $# -ge 3 ] && [[ "$2" =~ ^[0-9]+$ ]] ||
-            { echo "grade: $parts_file: expected '<part> <points> <checks...>': $line"; exit 2; }
-        names+=("$1"); points+=("$2"); checks+=("")
-        shift 2
+        [ $# -ge 4 ] && [[ "$2" =~ ^[0-9]+$ ]] && [[ "$3" =~ ^\[[a-z0-9_,.]+\.c\]$ ]] ||
+            { echo "grade: $parts_file: expected '<part> <points> [<file.c>,...] <checks...>': $line"; exit 2; }
+        names+=("$1"); points+=("$2"); checks+=(""); f=${3#[}; files+=("${f%]}")
+        for f in ${files[-1]//,/ }; do
+            [ -f "$dir/$f" ] || { echo "grade: $parts_file: part $1's file $dir/$f does not exist"; exit 2; }
+        done
+        shift 3
         add_words "$@"
     fi
 done <"$parts_file"
@@ -75,69 +87,63 @@ done
 if [ "$list" = 1 ]; then
     for i in "${!names[@]}"; do
         [ -n "${only// /}" ] && [[ "$only" != *" ${names[$i]} "* ]] && continue
-        printf '%s\n' ${checks[$i]}
+        if [ "${LIST_FILES:-0}" = 1 ]; then echo "${names[$i]} ${files[$i]//,/ }"
+        else printf '%s\n' ${checks[$i]}; fi
     done
     exit 0
 fi
 
-# ---------------------------------------------------------------- run the suite
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-what="the binaries in $BUILD/"
-[ "$BUILD" = build-ex ] && what="build-ex/: your $dir/exercises/ in place of its reference, the stages before it the reference's, none after it"
-if [ -n "${GRADE_FROM:-}" ]; then
-    # A log of this suite that `make test` has just written (grade_check.sh checks
-    # that nothing it ran has changed since): scored without running it again.
-    [ -f "$GRADE_FROM" ] || { echo "grade: GRADE_FROM=$GRADE_FROM: no such file"; exit 2; }
-    echo "grading $what; from $GRADE_FROM (make test's run of tests/stage$n.sh) ..."
-    cp "$GRADE_FROM" "$out"
-else
-    echo "grading $what; running tests/stage$n.sh ..."
-    SHOW_PLAN=1 BUILD=$BUILD bash tests/run.sh "stage$n" >"$out" 2>&1
-fi
-[ -n "${GRADE_LOG:-}" ] && cp "$out" "$GRADE_LOG"
-
-declare -A verdict detail run_of planned abnormal rerun tail_of ungraded_fail graded
+# ---------------------------------------------------------------- reading a run
+declare -A verdict detail run_of planned abnormal rerun tail_of ungraded_fail graded seen
 for i in "${!names[@]}"; do for c in ${checks[$i]}; do graded[$c]=1; done; done
-# The runner prefixes every line of a test with "  [test] "; its indented lines
-# below (its last output, when it failed) belong to the test named last.
-current=
-while IFS= read -r line; do
-    if [[ "$line" =~ ^\ \ \[([^]]+)\]\ (.*)$ ]]; then
-        current=${BASH_REMATCH[1]}
-        rest=${BASH_REMATCH[2]}
-        case "$rest" in
-            PASS\ *|FAIL\ *)
-                v=${rest%% *}; rest=${rest#* }; name=${rest%% *}
-                d=${rest#"$name"}; d=${d#"${d%%[![:space:]]*}"}
-                # A check that failed anywhere has failed (it may report once per rank).
-                if [ "${verdict[$name]:-}" != FAIL ]; then
-                    verdict[$name]=$v; detail[$name]=$d; run_of[$name]=$current
-                fi
-                # A failing check that no part grades (a reference run the graded
-                # checks compare with, say) often explains why those failed.
-                [ "$v" = FAIL ] && [ -z "${graded[$name]:-}" ] &&
-                    ungraded_fail[$current]+="FAIL $name  ${d:0:400}"$'\n' ;;
-            PLAN\ *) planned[${rest#PLAN }]=$current ;;
-            CRASH:*) abnormal[$current]=${rest#CRASH: } ;;
-            "FAIL: exited with status"*) r=${rest#FAIL: }; abnormal[$current]=${r%; last lines:} ;;
-            "rerun alone: "*) rerun[$current]=${rest#rerun alone: } ;;
-        esac
-    elif [[ "$line" =~ ^\ \ \ \ \ \ (.*)$ ]] && [ -n "$current" ]; then
-        tail_of[$current]+="${BASH_REMATCH[1]}"$'\n'
-    fi
-done <"$out"
+# parse_log FILE [CHECKS...]: what the run in FILE said. The runner prefixes every
+# line of a test with "  [test] "; its indented lines below (its last output, when it
+# failed) belong to the test named last. With CHECKS (a part's run on its own build),
+# those checks' verdicts and the tests FILE ran are read again, the rest kept.
+parse_log() {
+    local file=$1 current= line rest v name d r c
+    shift
+    for c in "$@"; do unset "verdict[$c]" "detail[$c]" "run_of[$c]" "planned[$c]"; done
+    seen=()
+    while IFS= read -r line; do
+        if [[ "$line" =~ ^\ \ \[([^]]+)\]\ (.*)$ ]]; then
+            current=${BASH_REMATCH[1]}
+            rest=${BASH_REMATCH[2]}
+            if [ -z "${seen[$current]:-}" ]; then  # a test run again: what it said before goes
+                seen[$current]=1
+                unset "abnormal[$current]" "rerun[$current]" "tail_of[$current]" "ungraded_fail[$current]"
+            fi
+            case "$rest" in
+                PASS\ *|FAIL\ *)
+                    v=${rest%% *}; rest=${rest#* }; name=${rest%% *}
+                    d=${rest#"$name"}; d=${d#"${d%%[![:space:]]*}"}
+                    # (with CHECKS, the others' verdicts are the first run's)
+                    [ $# -gt 0 ] && [[ " $* " != *" $name "* ]] && [ -n "${graded[$name]:-}" ] && continue
+                    # A check that failed anywhere has failed (it may report once per rank).
+                    if [ "${verdict[$name]:-}" != FAIL ]; then
+                        verdict[$name]=$v; detail[$name]=$d; run_of[$name]=$current
+                    fi
+                    # A failing check that no part grades (a reference run the graded
+                    # checks compare with, say) often explains why those failed.
+                    [ "$v" = FAIL ] && [ -z "${graded[$name]:-}" ] &&
+                        ungraded_fail[$current]+="FAIL $name  ${d:0:400}"$'\n' ;;
+                PLAN\ *) planned[${rest#PLAN }]=$current ;;
+                CRASH:*) abnormal[$current]=${rest#CRASH: } ;;
+                "FAIL: exited with status"*) r=${rest#FAIL: }; abnormal[$current]=${r%; last lines:} ;;
+                "rerun alone: "*) rerun[$current]=${rest#rerun alone: } ;;
+            esac
+        elif [[ "$line" =~ ^\ \ \ \ \ \ (.*)$ ]] && [ -n "$current" ]; then
+            tail_of[$current]+="${BASH_REMATCH[1]}"$'\n'
+        fi
+    done <"$file"
+}
 
-# ---------------------------------------------------------------- score
-# What is printed for a part is kept in `shown` too: the hint about earlier stages
-# reads only what the learner can see.
-say() { printf '%s\n' "$1"; shown+="$1"$'\n'; }
-total=0 score=0 full=1
-printf '%-22s %9s %9s\n' part checks score
-for i in "${!names[@]}"; do
-    part=${names[$i]}
-    [ -n "${only// /}" ] && [[ "$only" != *" $part "* ]] && continue
-    pass=0 all=0 problems=() runs=()
+# ---------------------------------------------------------------- scoring a part
+# score_part I [PREFIX]: part I's row and what it failed, from what was read last, into
+# got[I] and said[I]. PREFIX goes before the rerun commands (the part's own build).
+declare -a got said
+score_part() {
+    local i=$1 prefix=${2:-} pass=0 all=0 problems=() runs=() c r k out lines more
     for c in ${checks[$i]}; do
         all=$((all + 1))
         case "${verdict[$c]:-}" in
@@ -149,26 +155,22 @@ for i in "${!names[@]}"; do
         esac
         [ -n "$r" ] && [[ " ${runs[*]} " != *" $r "* ]] && runs+=("$r")
     done
-    got=0
-    [ "$all" -gt 0 ] && [ "$pass" -eq "$all" ] && got=${points[$i]}
-    [ "$got" -eq "${points[$i]}" ] || full=0
-    total=$((total + points[i])); score=$((score + got))
-    printf '%-22s %4d/%-4d %4d/%-4d\n' "$part" "$pass" "$all" "$got" "${points[$i]}"
-    [ ${#problems[@]} -eq 0 ] && continue
-    shown=
+    got[i]=0
+    [ "$all" -gt 0 ] && [ "$pass" -eq "$all" ] && got[i]=${points[$i]}
+    out=$(printf '%-22s %4d/%-4d %4d/%-4d' "${names[$i]}" "$pass" "$all" "${got[$i]}" "${points[$i]}")
     for k in "${!problems[@]}"; do
-        [ "$k" -ge 3 ] && { say "    ... and $(( ${#problems[@]} - 3 )) more"; break; }
-        say "    ${problems[$k]}"
+        [ "$k" -ge 3 ] && { out+=$'\n'"    ... and $(( ${#problems[@]} - 3 )) more"; break; }
+        out+=$'\n'"    ${problems[$k]}"
     done
     for k in "${!runs[@]}"; do
-        [ "$k" -ge 2 ] && { more=$(( ${#runs[@]} - 2 )); say "    ... and $more more failing test$([ "$more" -gt 1 ] && echo s)"; break; }
+        [ "$k" -ge 2 ] && { more=$(( ${#runs[@]} - 2 )); out+=$'\n'"    ... and $more more failing test$([ "$more" -gt 1 ] && echo s)"; break; }
         r=${runs[$k]} lines=
         if [ -n "${abnormal[$r]:-}" ]; then
-            say "    test $r ended abnormally: ${abnormal[$r]}; its last lines:"
+            out+=$'\n'"    test $r ended abnormally: ${abnormal[$r]}; its last lines:"
             lines=$(printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 6 |
                     cut -c1-600 | sed 's/^/        /')
         elif printf '%s' "${tail_of[$r]:-}" | grep -q -v -E '^(PASS|FAIL|PLAN) |^$'; then
-            say "    test $r said:"
+            out+=$'\n'"    test $r said:"
             # its own words first: the launcher's lines ("rank 0 exited with status 1")
             # only when the test said nothing else
             lines=$(printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) |^launcher: ' |
@@ -177,25 +179,104 @@ for i in "${!names[@]}"; do
                 lines=$(printf '%s' "${tail_of[$r]:-}" | grep -v -E '^(PASS|FAIL|PLAN) ' | tail -n 4 |
                         cut -c1-400 | sed 's/^/        /')
         fi
-        [ -n "$lines" ] && say "$lines"
+        [ -n "$lines" ] && out+=$'\n'"$lines"
         if [ -n "${ungraded_fail[$r]:-}" ]; then
-            say "    test $r also failed (not graded, but it may be the cause):"
+            out+=$'\n'"    test $r also failed (not graded, but it may be the cause):"
             # one line per check (each rank may report the same one)
-            say "$(printf '%s' "${ungraded_fail[$r]}" | awk '!seen[$2]++' | head -n 2 | cut -c1-500 |
+            out+=$'\n'"$(printf '%s' "${ungraded_fail[$r]}" | awk '!seen[$2]++' | head -n 2 | cut -c1-500 |
                    sed 's/^/        /')"
         fi
-        [ -n "${rerun[$r]:-}" ] && say "    rerun alone: ${rerun[$r]}"
+        [ -n "${rerun[$r]:-}" ] && out+=$'\n'"    rerun alone: $prefix${rerun[$r]}"
     done
     # Grading builds the stages before this one from their reference and leaves the
     # later ones out: a failure shown in an earlier stage's files is reference code
     # running on what this stage's files gave it.
-    for st in $(printf '%s' "$shown" | grep -o '\b0[1-7]_[a-z_]*/' | sort -u | cut -c1-2); do
-        if [ "$((10#$st))" -lt "$((10#$n))" ] && [[ " ${hinted:-} " != *" $st "* ]]; then
-            hinted="${hinted:-} $st"
-            echo "    note: the failure above shows in stage $st's code, which is the reference's" \
-                 "here: what it was given comes from your stage $n files"
+    local st hinted=
+    for st in $(printf '%s' "$out" | grep -o '\b0[1-7]_[a-z_]*/' | sort -u | cut -c1-2); do
+        if [ "$((10#$st))" -lt "$((10#$n))" ] && [[ " $hinted " != *" $st "* ]]; then
+            hinted+=" $st"
+            out+=$'\n'"    note: the failure above shows in stage $st's code, which is the reference's here: what it was given comes from your stage $n files"
         fi
     done
+    said[i]=$out
+}
+
+wanted() { [ -z "${only// /}" ] || [[ "$only" == *" ${names[$1]} "* ]]; }  # wanted I
+
+# ---------------------------------------------------------------- run the suite
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# run_suite LOG [ONLY]: the stage's suite on $BUILD's programs as they are now.
+run_suite() { SHOW_PLAN=1 ONLY=${2:-${ONLY:-}} BUILD=$BUILD bash tests/run.sh "stage$n" >"$1" 2>&1; }
+isolate=${GRADE_ISOLATE:-0}
+what="the binaries in $BUILD/"
+[ "$isolate" = 1 ] && what="each part on its own build in $BUILD/: its files from your $dir/exercises/, the reference for the rest of the stage and the stages before it, none after it"
+if [ -n "${GRADE_FROM:-}" ]; then
+    # A log of this suite that `make test` has just written (grade_check.sh checks
+    # that nothing it ran has changed since): scored without running it again.
+    [ -f "$GRADE_FROM" ] || { echo "grade: GRADE_FROM=$GRADE_FROM: no such file"; exit 2; }
+    echo "grading $what; from $GRADE_FROM (make test's run of tests/stage$n.sh) ..."
+    cp "$GRADE_FROM" "$out/all"
+else
+    echo "grading $what; running tests/stage$n.sh ..."
+    run_suite "$out/all"
+fi
+[ -n "${GRADE_LOG:-}" ] && cp "$out/all" "$GRADE_LOG"
+parse_log "$out/all"
+for i in "${!names[@]}"; do wanted "$i" && score_part "$i"; done
+
+# ---------------------------------------------------------------- each part alone
+# relink FILES: $BUILD with only FILES of this stage from exercises/ (make EX_FILES).
+relink() { make --no-print-directory -s UPTO="$((10#$n))" EX="$((10#$n))" EX_FILES="$1" BUILD="$BUILD" all; }
+# The tests that report a part's checks in the first run; "" when one of its checks
+# was never heard of there (its test died before announcing it): then all of them.
+tests_of_part() {  # tests_of_part I
+    local c t list=" "
+    for c in ${checks[$1]}; do
+        t=${run_of[$c]:-${planned[$c]:-}}
+        [ -z "$t" ] && { echo ""; return; }
+        [[ "$list" == *" $t "* ]] || list+="$t "
+    done
+    list=${list# }; echo "${list// /,}" | sed 's/,$//'
+}
+declare -A done_files
+all_files=$(for i in "${!names[@]}"; do echo "${files[$i]//,/ }"; done | tr ' ' '\n' | sort -u | tr '\n' ' ')
+if [ "$isolate" = 1 ]; then
+    for i in "${!names[@]}"; do
+        wanted "$i" && [ "${got[$i]}" -ne "${points[$i]}" ] || continue
+        fs=${files[$i]}
+        [ -n "${done_files[$fs]:-}" ] && continue
+        done_files[$fs]=1
+        # the parts of these files that did not pass, and their tests
+        redo=() tests=" " cks=()
+        for k in "${!names[@]}"; do
+            [ "${files[$k]}" = "$fs" ] && wanted "$k" && [ "${got[$k]}" -ne "${points[$k]}" ] || continue
+            redo+=("$k"); cks+=(${checks[$k]})
+            t=$(tests_of_part "$k"); [ -z "$t" ] && tests= ; [ -n "$tests" ] && tests+="${t//,/ } "
+        done
+        [ "$(echo "${fs//,/ }" | tr ' ' '\n' | sort | tr '\n' ' ')" = "$all_files" ] && continue  # = the first run
+        tests=$(echo $tests | tr ' ' ','); [ -z "$tests" ] && tests=
+        echo "  ... ${names[${redo[0]}]}$([ ${#redo[@]} -gt 1 ] && echo " and the other parts of ${fs//,/ }") again, on a build with only your ${fs//,/, } (the reference's other files)"
+        if ! relink "${fs//,/ }" >"$out/make" 2>&1; then
+            echo "grade: make EX_FILES=${fs//,/ } failed:"; tail -n 5 "$out/make"; exit 2
+        fi
+        run_suite "$out/part" "$tests"
+        parse_log "$out/part" "${cks[@]}"
+        prefix="make -s UPTO=$((10#$n)) EX=$((10#$n)) EX_FILES='${fs//,/ }' BUILD=$BUILD all && "
+        for k in "${redo[@]}"; do score_part "$k" "$prefix"; done
+    done
+    # $BUILD as make grade-N left it: every file of the stage yours.
+    [ ${#done_files[@]} -gt 0 ] && relink "" >"$out/make" 2>&1
+fi
+
+# ---------------------------------------------------------------- score
+total=0 score=0 full=1
+printf '%-22s %9s %9s\n' part checks score
+for i in "${!names[@]}"; do
+    wanted "$i" || continue
+    printf '%s\n' "${said[$i]}"
+    [ "${got[$i]}" -eq "${points[$i]}" ] || full=0
+    total=$((total + points[i])); score=$((score + got[i]))
 done
 if [ "$have_mpi" = 0 ] && grep -q 'mpi:' "$parts_file"; then
     echo "(checks over MPI not expected: no mpirun, or $BUILD was built without mpicc)"

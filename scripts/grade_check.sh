@@ -102,6 +102,67 @@ check_alone() {  # check_alone NN
     verdict "$([ -z "$hits" ] && echo 1)" "grade.stage$n.later_stages_absent" "$said"
 }
 
+# A mutant of an exercise file is graded as a learner's file would be: the patched
+# reference copied into exercises/, the build taking that file alone from there (make
+# EX_FILES), the stages before the reference's. It must cost the parts its "# breaks:"
+# line names, and every other part of the same file must keep its marks (a part of
+# another file cannot see it: its build has the reference). A mutant of another file
+# (the core's, say) is built into the reference itself and must cost the parts named.
+check_mutant() {  # check_mutant NN PATCH
+    local n=$1 m=$2 name breaks file dir owners parts tests t0 secs lost s got part stop=1
+    name=$(basename "$m" .patch)
+    breaks=$(sed -n 's/^# breaks: //p' "$m")
+    file=$(sed -n 's|^+++ b/||p' "$m" | head -n 1)
+    dir=$(ls -d "${n}"_*)
+    [ -d build-mut ] || make_mutant_tree
+    if ! patch -s -p1 -d build-mut <"$m"; then
+        verdict 0 "grade.stage$n.mutant.$name" "the patch no longer applies to the reference"
+        return
+    fi
+    local ex=() own="" starter="$log/starter"
+    if [ "$(dirname "$file")" = "$dir" ] && [ -f "$dir/exercises/$(basename "$file")" ]; then
+        ex=(EX="$((10#$n))" EX_FILES="$(basename "$file")")
+        cp "build-mut/$dir/exercises/$(basename "$file")" "$starter"
+        cp "build-mut/$file" "build-mut/$dir/exercises/$(basename "$file")"
+        own=$(LIST_FILES=1 BUILD=build bash scripts/grade.sh --list "$n" |
+              awk -v f="$(basename "$file")" '{for (i = 2; i <= NF; i++) if ($i == f) print $1}' | tr '\n' ' ')
+    fi
+    parts="$breaks"
+    for part in $own; do [[ " $breaks " == *" $part "* ]] || { parts+=" $part"; stop=0; }; done
+    tests=$(tests_of "$n" "$parts" "$log/ref")
+    t0=$(date +%s)
+    if ! make -C build-mut --no-print-directory -s UPTO="$n" "${ex[@]}" BUILD=build all >"$log/make" 2>&1; then
+        verdict 0 "grade.stage$n.mutant.$name" "does not build: $(tail -n 3 "$log/make")"
+    else
+        : >"$log/stop"
+        for part in $breaks; do
+            BUILD=build bash scripts/grade.sh --list "$n" "$part" | sed "s/^/$part /" >>"$log/stop"
+        done
+        # Stopped once every named part has failed a check, unless another part of the
+        # file must be seen to keep its marks.
+        ONLY=$tests GRADE_LOG=$raw TEST_TIMEOUT=$MUT_TIMEOUT BUILD=build \
+            STOP_WHEN_CAUGHT=$([ "$stop" = 1 ] && echo "$log/stop") \
+            bash build-mut/scripts/grade.sh "$n" "$(echo $parts | tr ' ' ',')" >"$out" 2>&1
+        secs=$(( $(date +%s) - t0 ))
+        lost="" s=1
+        for part in $parts; do
+            got=$(part_score "$part" "$out")
+            if [ -z "$got" ]; then s=0; lost+=" $part: not in the grader's table;"
+            elif [[ " $breaks " == *" $part "* ]]; then
+                if [ "${got%%/*}" != 0 ]; then s=0; lost+=" $part: still $got;"
+                else lost+=" $part ${got};"; fi
+            elif [ "${got%%/*}" != "${got##*/}" ]; then s=0; lost+=" $part (same file, not named): lost, $got;"
+            else lost+=" keeps $part $got;"; fi
+        done
+        killed=$(runner_killed "$raw")
+        [ -n "$killed" ] && { s=0; lost+=" a test hung until the runner's limit: $killed"; }
+        verdict "$s" "grade.stage$n.mutant.$name" "loses${lost%;} ($(tail -n 1 "$out"), ${secs}s)"
+        [ "$s" = 1 ] || sed 's/^/    /' "$out" | head -n 30
+    fi
+    [ ${#ex[@]} -gt 0 ] && cp "$starter" "build-mut/$dir/exercises/$(basename "$file")"
+    patch -s -R -p1 -d build-mut <"$m" || { rm -rf build-mut; }
+}
+
 check_stage() {  # check_stage NN
     local n=$1 out="$log/out" raw="$log/raw" total ref ex m t0 secs name breaks part s lost
     # 1. the reference. `make test` (make check's first step) has run this suite on
@@ -140,39 +201,7 @@ check_stage() {  # check_stage NN
     # 3. the mutants
     for m in tests/mutants/stage"$n"/*.patch; do
         [ -f "$m" ] || continue
-        name=$(basename "$m" .patch)
-        breaks=$(sed -n 's/^# breaks: //p' "$m")
-        tests=$(tests_of "$n" "$breaks" "$log/ref")
-        [ -d build-mut ] || make_mutant_tree
-        if ! patch -s -p1 -d build-mut <"$m"; then
-            verdict 0 "grade.stage$n.mutant.$name" "the patch no longer applies to the reference"
-            continue
-        fi
-        t0=$(date +%s)
-        if ! make -C build-mut --no-print-directory -s UPTO="$n" BUILD=build all >"$log/make" 2>&1; then
-            verdict 0 "grade.stage$n.mutant.$name" "does not build: $(tail -n 3 "$log/make")"
-        else
-            : >"$log/stop"
-            for part in $breaks; do
-                BUILD=build bash scripts/grade.sh --list "$n" "$part" | sed "s/^/$part /" >>"$log/stop"
-            done
-            ONLY=$tests GRADE_LOG=$raw TEST_TIMEOUT=$MUT_TIMEOUT BUILD=build STOP_WHEN_CAUGHT="$log/stop" \
-                bash build-mut/scripts/grade.sh "$n" "${breaks// /,}" >"$out" 2>&1
-            secs=$(( $(date +%s) - t0 ))
-            lost="" s=1
-            for part in $breaks; do
-                local got
-                got=$(part_score "$part" "$out")
-                if [ -z "$got" ]; then s=0; lost+=" $part: not in the grader's table;"
-                elif [ "${got%%/*}" != 0 ]; then s=0; lost+=" $part: still $got;"
-                else lost+=" $part ${got};"; fi
-            done
-            killed=$(runner_killed "$raw")
-            [ -n "$killed" ] && { s=0; lost+=" a test hung until the runner's limit: $killed"; }
-            verdict "$s" "grade.stage$n.mutant.$name" "loses${lost%;} ($(tail -n 1 "$out"), ${secs}s)"
-            [ "$s" = 1 ] || sed 's/^/    /' "$out" | head -n 30
-        fi
-        patch -s -R -p1 -d build-mut <"$m" || { rm -rf build-mut; }
+        check_mutant "$n" "$m"
     done
 }
 

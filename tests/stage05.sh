@@ -72,27 +72,38 @@ run pp-memory-workspace s5_workspace
 
 # The messages' buffers (MEM_COMM) are freed each step: the peak after 3 steps is the
 # peak after 1, on every rank (a gradient message the first stage never frees grows
-# it by a message per micro-batch per step).
-s5_comm_steady() {
-    local f="$S5_DIR/comm" name=pp.memory.comm_steady a b
-    echo "PLAN $name"
-    for st in 1 3; do
-        if ! "$BUILD/pp_train" --np 2 --pp 2 --schedule 1f1b --timeout 20 $S5_MODEL $S5_TRAIN \
-                --steps "$st" >"$f.$st.log" 2>&1; then
-            echo "FAIL $name  the run of $st steps failed: $(grep -m1 -E 'error|killed' "$f.$st.log")"
-            return 1
-        fi
-    done
-    a=$(grep -h '^MEM' "$f.1.log" | grep -oE 'rank=[0-9]+|comm=[0-9]+' | paste -d' ' - - | sort)
-    b=$(grep -h '^MEM' "$f.3.log" | grep -oE 'rank=[0-9]+|comm=[0-9]+' | paste -d' ' - - | sort)
-    if [ "$(wc -l <<<"$a")" = 2 ] && [ "$a" = "$b" ] && ! grep -q 'comm=0$' <<<"$a"; then
-        echo "PASS $name  peak comm after 1 and after 3 steps: $(echo $a)"
+# it by a message per micro-batch per step): pp.memory.comm_steady[.S]. And within a
+# step they are freed as the schedule goes, not at its end: with 8 micro-batches the
+# peak is that of 4, on every rank (a first stage that keeps every gradient it
+# received until the step ends holds m of them): pp.memory.comm_bounded.S. Every
+# schedule that bounds what is in flight (GPipe's last stage holds its m gradients
+# until the first stage takes them, by design).
+s5_comm_peaks() {  # s5_comm_peaks SCHED STEPS M: "rank=R comm=B" lines, sorted
+    local f="$S5_DIR/comm.$1.$2.$3"
+    # shellcheck disable=SC2086
+    "$BUILD/pp_train" --np 2 --pp 2 --schedule "$1" --timeout 20 $S5_MODEL $S5_TRAIN \
+        --steps "$2" --grad-accum "$3" >"$f.log" 2>&1 || { echo "FAILED: $(grep -m1 -E 'error|killed' "$f.log")"; return; }
+    grep -h '^MEM' "$f.log" | grep -oE 'rank=[0-9]+|comm=[0-9]+' | paste -d' ' - - | sort | tr '\n' ' '
+}
+export -f s5_comm_peaks
+s5_comm() {  # s5_comm SCHED
+    local steady="pp.memory.comm_steady.$1" bounded="pp.memory.comm_bounded.$1" a b c
+    [ "$1" = 1f1b ] && steady=pp.memory.comm_steady
+    printf 'PLAN %s\nPLAN %s\n' "$steady" "$bounded"
+    a=$(s5_comm_peaks "$1" 1 4) b=$(s5_comm_peaks "$1" 3 4) c=$(s5_comm_peaks "$1" 1 8)
+    if [ "$(wc -w <<<"$a")" = 4 ] && [ "$a" = "$b" ] && ! grep -q 'comm=0 ' <<<"$a "; then
+        echo "PASS $steady  $1: peak comm after 1 and after 3 steps: $a"
     else
-        echo "FAIL $name  peak comm after 1 step: $(echo ${a:-none}); after 3: $(echo ${b:-none}) (a message buffer not freed grows it every step)"
-        return 1
+        echo "FAIL $steady  $1: peak comm after 1 step: ${a:-none}; after 3: ${b:-none} (a message buffer not freed grows it every step)"
+    fi
+    if [ "$(wc -w <<<"$c")" = 4 ] && [ "$a" = "$c" ]; then
+        echo "PASS $bounded  $1: peak comm with 4 and with 8 micro-batches: $c"
+    else
+        echo "FAIL $bounded  $1: peak comm with 4 micro-batches: ${a:-none}; with 8: ${c:-none} (a message buffer kept until the step's end grows it with the micro-batches)"
     fi
 }
-run pp-memory-comm-steady s5_comm_steady
+export -f s5_comm
+for s in 1f1b zb-h1 interleaved; do run "pp-memory-comm-$s" s5_comm "$s"; done
 
 # A rank killed mid-pipeline: the launcher names it, its neighbour names what it
 # waited for, within the timeout, no hang.

@@ -161,6 +161,12 @@ S7_EVERY=1 S7_KILL=2 run ft-resume-fp16-unfilled s7_precision mixed-fp16.masters
 run ft-resume-bf16-sr s7_precision bf16-sr --precision bf16-sr
 run ft-resume-fp8 s7_precision fp8 --precision fp8
 S7_RUN="ddp_train --np 2 --batch 1" run ft-resume-fp8-ddp s7_precision fp8_ddp_np2 --precision fp8
+# Several optimizers on a rank (FSDP's units, an interleaved pipeline's chunks), each
+# with its fp32 masters in mixed-bf16: every one of them must get its state back.
+S7_RUN="sharded_train --np 2 --strategy fsdp --batch 1" run ft-resume-fsdp-bf16 \
+    s7_precision fsdp.mixed-bf16 --precision mixed-bf16
+S7_RUN="pp_train --np 2 --pp 2 --schedule interleaved --chunks 2 --grad-accum 2 --batch 1" \
+    run ft-resume-interleaved-bf16 s7_precision interleaved.mixed-bf16 --precision mixed-bf16 --layers 4
 
 # A rank killed while the step-6 checkpoint is being written: that checkpoint is
 # never published (step-00000006.tmp stays behind, LATEST names step 3), the

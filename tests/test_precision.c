@@ -406,6 +406,23 @@ static void test_scaler(TestState *ts) {
                 "as traced (last wrong: %d); steps %ld skipped %ld growths %ld backoffs %ld "
                 "good_steps %d", inf_at, step_ok, last_bad, s.steps, s.skipped, s.growths,
                 s.backoffs, s.good_steps);
+
+    // Factors of the scaler's own, not 2 and 0.5 (a scaler written with those as
+    // constants passes every check above): growth 4, backoff 0.125, interval 2.
+    s = loss_scaler_default();
+    s.scale = 1024.0f;
+    s.growth_factor = 4.0f;
+    s.backoff_factor = 0.125f;
+    s.growth_interval = 2;
+    float trace[5];
+    const int inf_seq[5] = {0, 0, 1, 0, 0};  // grows at the 2nd, backs off, grows again
+    for (int k = 0; k < 5; k++) loss_scaler_update(&s, inf_seq[k]), trace[k] = s.scale;
+    ok = trace[0] == 1024.0f && trace[1] == 4096.0f && trace[2] == 512.0f && trace[3] == 512.0f &&
+         trace[4] == 2048.0f && s.growths == 2 && s.backoffs == 1;
+    test_report(ts, ok, "mp.scaler.own_factors", "growth 4, backoff 1/8, interval 2 from 1024, "
+                "an overflow at the 3rd step: scales %g %g %g %g %g (want 1024 4096 512 512 2048), "
+                "growths %ld, backoffs %ld", trace[0], trace[1], trace[2], trace[3], trace[4],
+                s.growths, s.backoffs);
 }
 
 int main(void) {
@@ -418,7 +435,7 @@ int main(void) {
         "mp.sround.deterministic",
         "mp.sround.seeds_differ", "mp.sround.unbiased", "mp.sround.accumulation",
         "mp.scaler.defaults", "mp.scaler.backoff", "mp.scaler.growth", "mp.scaler.min_clamp",
-        "mp.scaler.max_clamp", "mp.scaler.injected_overflow"};
+        "mp.scaler.max_clamp", "mp.scaler.injected_overflow", "mp.scaler.own_factors"};
     for (size_t i = 0; i < sizeof graded / sizeof graded[0]; i++) printf("PLAN %s\n", graded[i]);
     fflush(stdout);  // before any check: a crash in the first must not lose the plan
     Rng rng;

@@ -188,6 +188,61 @@ static void test_packed(TestState *ts, const ModelSpec *m) {
     free_run(&zb);
 }
 
+// Full recompute must compute a layer again into the shared layer (g->remat) and leave
+// the layer's saved output alone: it is the next layer's input, and in a pipeline the
+// buffer the stage sent, which a GPU may still be reading. Writing the same bits back
+// would pass every numerical check on the CPU, so the saved output is poisoned before
+// each recompute and must come out of it untouched, while the recomputed output
+// equals what the forward saved, bit for bit.
+static void test_saved_output(TestState *ts, int every) {
+    const char *name = every == 1 ? "mp.recompute.full.saved_output"
+                                  : "mp.recompute.full_every2.saved_output";
+    Ctx ctx;
+    ctx_init(&ctx, DEV_CPU, 1, 0);
+    GPT g;
+    gpt_init(&g, &ctx, &CFG, 7);
+    g.plugins = &precision_plugins;
+    gpt_set_recompute(&g, GPT_RECOMPUTE_FULL, every);
+    gpt_alloc_grads(&g);
+    gpt_alloc_acts(&g, B, CFG.seq_len);
+    int T = CFG.seq_len, tok[B * 8], tgt[B * 8];
+    size_t n = (size_t)B * T * CFG.n_embd;
+    batch(0, tok, tgt);
+    gpt_forward(&g, tok, tgt, B, T);
+    float *saved = xmalloc(n * sizeof(float));
+    int bad = 0, layers = 0;
+    for (int l = 0; l < CFG.n_layer && !bad; l++) {
+        if (!gpt_layer_recomputed(&g, l)) continue;
+        layers++;
+        float *out = g.acts.layers[l].res_mlp;
+        const float *x = l == 0 ? g.acts.encoded : g.acts.layers[l - 1].res_mlp;
+        memcpy(saved, out, n * sizeof(float));
+        for (size_t i = 0; i < n; i++) out[i] = float_from_bits(0x7fc0dead);  // a marked NaN
+        LayerActs a = gpt_recompute_layer(&g, x, l, B, T);
+        for (size_t i = 0; i < n && !bad; i++)
+            if (float_bits(out[i]) != 0x7fc0dead) {
+                bad = 1;
+                test_report(ts, 0, name,
+                            "layer %d: recomputing it wrote into its saved output (element %zu): "
+                            "recompute into g->remat, whose res_mlp is the layer's own", l, i);
+            }
+        if (!bad && (a.res_mlp == out || memcmp(a.res_mlp, saved, n * sizeof(float)) != 0)) {
+            bad = 1;
+            test_report(ts, 0, name,
+                        "layer %d: the recomputed output %s", l, a.res_mlp == out ?
+                        "is the saved buffer (return g->remat's)" : "differs from the one the forward saved");
+        }
+        memcpy(out, saved, n * sizeof(float));
+    }
+    if (!bad)
+        test_report(ts, layers > 0, name,
+                    "%d layer%s recomputed into g->remat, their saved outputs untouched and "
+                    "equal, bitwise, to the recomputed ones", layers, layers == 1 ? "" : "s");
+    free(saved);
+    gpt_free(&g);
+    ctx_destroy(&ctx);
+}
+
 int main(void) {
     TestState ts = {0, 0};
     ModelSpec m = {.arch = ARCH_GPT, .layers = CFG.n_layer, .hidden = CFG.n_embd,
@@ -207,7 +262,8 @@ int main(void) {
     for (int i = 0; i < 6; i++)
         printf("PLAN mp.packed.%s.grads\nPLAN mp.packed.%s.steps\nPLAN mp.packed.%s.memory\n",
                packed_names[i], packed_names[i], packed_names[i]);
-    printf("PLAN mp.packed.bf16.two_pass\n");
+    printf("PLAN mp.packed.bf16.two_pass\nPLAN mp.recompute.full.saved_output\n"
+           "PLAN mp.recompute.full_every2.saved_output\n");
     fflush(stdout);  // before any run: a crash in the first must not lose the plan
 
     Run base = run(GPT_RECOMPUTE_NONE, 1, 0);
@@ -253,6 +309,8 @@ int main(void) {
     free(zb.grads);
     free(zb.params);
     test_packed(&ts, &m);
+    test_saved_output(&ts, 1);
+    test_saved_output(&ts, 2);
     free(base.grads);
     free(base.params);
     printf("%d passed, %d failed\n", ts.passed, ts.failed);

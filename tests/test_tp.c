@@ -275,12 +275,16 @@ static Verdict check_ce(Fixture *f) {
     // raised by 200 everywhere, so every rank's maximum is large and a shift above
     // the max (the sum of the ranks' maxima) underflows every exponential to 0.
     // Only the row's max over every rank's block keeps the sums finite and nonzero.
+    // And a cold row: row 2 lowered by 150 everywhere, every logit below zero: a max
+    // that starts from 0 instead of from the logits shifts by 0, and exp(-150)
+    // underflows to 0 in every column (a loss of inf).
     int block = gpt_vocab_block(&g->cfg, f->t);
     for (int n = 0; n < N; n++) {
         int col = (n % f->t) * block + 1 + n % 3;
-        if (col < V) logits[(size_t)n * V + col] = 1000.0f;
+        if (col < V && n != 2) logits[(size_t)n * V + col] = 1000.0f;
     }
     for (int j = 0; j < V; j++) logits[(size_t)1 * V + j] += 200.0f;
+    for (int j = 0; j < V && N > 2; j++) logits[(size_t)2 * V + j] -= 150.0f;
     int *targets = xcalloc(1, sizeof(int) * N);
     Rng rng;
     rng_seed(&rng, 32);

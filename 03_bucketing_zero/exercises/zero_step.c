@@ -17,6 +17,10 @@
 //    buffer for zero1 (g->grads + s->opt[0].begin), in s->gshard for the others.
 // 2. The mean: scale each owned range by 1/N, N = s->world->size
 //    (ctx->ops->scale(ctx, ptr, factor, elements)).
+//    The runs with the naive collectives are checked against stage 02's DDP bit for
+//    bit, so the order of operations must be DDP's: the sum over the ranks, then
+//    the gradients divided by N, then the norm of the divided gradients (a norm
+//    taken first and divided after is equal to rounding, not to the bit).
 // 3. The global norm: a rank holds only its shard. sharded_sum_squares(s, grads)
 //    gives this rank's sum of squares (a double); the norm is the square root of
 //    the sum over the ranks of s->dp: async_allreduce(s->ac, s->dp, &x, 1, DT_F64,

@@ -17,9 +17,9 @@
 //              output res_mlp, the next layer's input. Run the layer's forward
 //              again (gpt_layer_forward) from its input x into the shared layer
 //              g->remat, and return that. Do not write into the saved output: it
-//              is layer l+1's input (and a pipeline stage's send buffer). Here the
-//              same bits would land there, but a recompute that differed would
-//              then corrupt it silently instead of failing a check.
+//              is layer l+1's input (and a pipeline stage's send buffer, which a
+//              GPU may still be sending). The same bits would land there, so the
+//              grader poisons it before each recompute and wants it untouched.
 //
 // The recomputed tensors must be the saved ones bit for bit: the same calls on the
 // same inputs. Which inputs are those? (What did the forward of layer l read?)
