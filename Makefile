@@ -11,6 +11,7 @@
 #   make bench-core      our tokens/s against PyTorch's, and against the sgemm ceiling
 #   make stage-N         a stage on the reference: tests, demo, benchmark, plots
 #   make grade-N         the stage's tests against your exercises/ (PART=name for one part)
+#   make hint-N PART=x   a hint for part x of stage N's exercises (TIER=2, 3: more of it)
 #   make report          every stage's numbers against its targets: $(RESULTS)/REPORT.md
 #   make grade-check     proves the graders: references full marks, starters 0, mutants caught
 #
@@ -216,6 +217,12 @@ grade-%:
 	@[ -d build-ex ] || [ ! -d build ] || cp -a build build-ex  # the reference's objects, once
 	@$(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) UPTO=$* EX=$* BUILD=build-ex all
 	@GRADE_ISOLATE=1 BUILD=build-ex bash scripts/grade.sh $* $(PART)
+
+# make hint-N PART=x [TIER=k]: tier k (1 by default: a nudge; 2 the steps in words; 3
+# near-solution pseudo-code) of NN_*/exercises/hints/x.md. The starters state each
+# part's contract; the steps are here, for when you are stuck (scripts/hint.sh).
+hint-%:
+	@bash scripts/hint.sh $* "$(PART)" "$(TIER)"
 
 # The graders are tested too: for each stage, in the learner's own state (the stages
 # before it the reference's, later ones left out), the reference scores full marks,

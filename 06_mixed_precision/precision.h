@@ -46,9 +46,9 @@ extern "C" {
 // f rounded to bf16 stochastically. r16 is a random number uniform in [0, 65536).
 // bf16 keeps the top 16 bits of f; the 16 bits it drops, read as an integer d, say
 // how far f lies from the bf16 value below it (in magnitude) towards the one above:
-// the fraction d / 65536 of the gap. Adding r16 to f's bits carries into the kept
-// half exactly when r16 >= 65536 - d, which happens with probability d / 65536; then
-// the top 16 bits are the result. So:
+// the fraction d / 65536 of the gap. f rounds away from zero exactly when
+// r16 >= 65536 - d (so with probability d / 65536; the GPU twin rounds for the same
+// r16, so the two devices give the same bits), towards zero otherwise. So:
 //   - the result is one of the two bf16 values around f (truncation, or the next
 //     one away from zero), and the expected result is f itself;
 //   - a value bf16 holds exactly (d = 0) is returned unchanged, whatever r16;

@@ -33,8 +33,8 @@ typedef struct {
 double goodput_simulate(double C, double M, double T, double R, double horizon, uint64_t seed,
                         GoodputStats *out);
 
-// The simulated model's expected goodput over a long run, exactly (see young_daly.c):
-// T / (M·e^(R/M)·(e^((T+C)/M) - 1)).
+// The simulated model's expected goodput over a long run, exactly: a closed form,
+// no simulation (young_daly.c derives it; exercises/young_daly.c is the starter).
 double goodput_model(double C, double M, double T, double R);
 // Its first-order form, for small C/T, T/M and R/M: T/(T+C) · (1 - ((T+C)/2 + R)/M),
 // i.e. about 1 - C/T - (T/2 + R)/M. Clamped at 0.

@@ -16,8 +16,9 @@
 #     how it ended and its last lines.
 # A part earns its points only when every check passed (parts.txt says why). For
 # each test that failed, the command that reruns it alone on this build is shown.
-# The last line is "score: S/T"; the exit status is 0 only for full marks (of the
-# parts named, with PART). GRADE_LOG=file keeps the suite's raw output there;
+# The last line is "score: S/T" (before it, when a part is not full, the line that
+# points to the first such part's hints: make hint-N PART=name); the exit status is 0
+# only for full marks (of the parts named, with PART). GRADE_LOG=file keeps the suite's raw output there;
 # ONLY=test,... runs only those tests of the suite (tests/run.sh; grade_check.sh
 # uses it to run a mutant's tests alone).
 #
@@ -270,16 +271,20 @@ if [ "$isolate" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- score
-total=0 score=0 full=1
+total=0 score=0 full=1 stuck=
 printf '%-22s %9s %9s\n' part checks score
 for i in "${!names[@]}"; do
     wanted "$i" || continue
     printf '%s\n' "${said[$i]}"
-    [ "${got[$i]}" -eq "${points[$i]}" ] || full=0
+    if [ "${got[$i]}" -ne "${points[$i]}" ]; then full=0; [ -n "$stuck" ] || stuck=${names[$i]}; fi
     total=$((total + points[i])); score=$((score + got[i]))
 done
 if [ "$have_mpi" = 0 ] && grep -q 'mpi:' "$parts_file"; then
     echo "(checks over MPI not expected: no mpirun, or $BUILD was built without mpicc)"
 fi
+# The first part not full: where its hints are (scripts/hint.sh; the starter has the
+# contract). "score: S/T" stays the last line: grade_check.sh reads it.
+[ -n "$stuck" ] && [ -f "$dir/exercises/hints/$stuck.md" ] &&
+    echo "stuck? make hint-$((10#$n)) PART=$stuck   (a hint for the first part not full; TIER=2, 3 say more)"
 echo "score: $score/$total"
 [ "$full" = 1 ]

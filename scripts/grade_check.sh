@@ -25,7 +25,8 @@
 # Mutants are built in build-mut/, a copy of the tree and of build/ with the one
 # patched file rebuilt (UPTO=N). build-ex/ starts as a copy of build/ (the same
 # reference objects: only stage N's exercises are compiled). Prints one PASS/FAIL
-# line per proof and "N passed, N failed".
+# line per proof and "N passed, N failed". Before all that, every part of parts.txt
+# has its hints, tiers 1 to 3 (scripts/hint.sh --check: grade.stageNN.hints).
 #
 #   bash scripts/grade_check.sh          every stage (build/ must be built)
 #   bash scripts/grade_check.sh 2        stage 02 only
@@ -210,6 +211,11 @@ stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
     for parts in [0-9][0-9]_*/exercises/parts.txt; do [ -f "$parts" ] && stages+=("${parts%%_*}"); done
 fi
+# Every part has its tiered hints (make hint-N PART=x; the starters state only the contract).
+while read -r line; do
+    case "$line" in PASS\ *) passed=$((passed + 1)) ;; *) failed=$((failed + 1)) ;; esac
+    echo "$line"
+done < <(bash scripts/hint.sh --check "${stages[@]}" 2>&1)
 # build-ex/: the reference's objects, so that a stage's starters compile alone.
 rm -rf build-ex && cp -a build build-ex
 for st in "${stages[@]}"; do check_stage "$(printf '%02d' "$((10#$st))")"; done

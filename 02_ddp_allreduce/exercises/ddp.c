@@ -1,6 +1,21 @@
 // exercises/ddp.c — YOUR DDP. `make grade-2 PART=ddp_broadcast` and
 // `PART=ddp_sync_grads` grade it: N ranks with batch B must end with the weights of
 // one process with batch N*B.
+// Stuck on one? make hint-2 PART=<part>   (tier 1 a nudge; TIER=2, 3 more)
+//
+// Where the buffers live (../ddp.h): g->params and g->grads are flat buffers of
+// g->n_params fp32 elements in the device's memory. The host collectives
+// (collectives.h) work on host memory: ddp_host_view(d, g, dev, to_host) gives a host
+// view of a device buffer (the buffer itself on the CPU; a staging copy on a GPU, or
+// with --staged), and ddp_back_to_device(d, g, dev) writes the view back. When the
+// run has a GPU communicator (ddp_on_gpu(d, g)), gpu_broadcast / gpu_allreduce work
+// on the device pointers instead. Work on device memory goes through the backend,
+// g->ctx->ops (ops.h: scale(ctx, ptr, s, n) and the rest).
+//
+// What you may use: broadcast and allreduce (collectives.h, with an Algo), the three
+// helpers above, gpu_broadcast / gpu_allreduce, g->ctx->ops. d->comm and d->group
+// are the communicator and the group DDP runs over; d->algo the --algo the run asked
+// for.
 #include <stdlib.h>
 
 #include "check.h"
@@ -17,29 +32,34 @@ void ddp_free(DDP *d, GPT *g) {
     d->staging = NULL;
 }
 
-// Make every replica start from rank 0's weights.
-// Hints: one broadcast (collectives.h) of g->params, g->n_params fp32 elements from
-// root 0, with ALGO_RD (a binomial tree), or ALGO_MPI when d->algo is ALGO_MPI (the
-// library's own). The buffer: ddp_host_view(d, g, g->params, 1), then
-// ddp_back_to_device (ddp.h); when ddp_on_gpu, gpu_broadcast(d->gpu, g->params,
-// g->n_params, DT_F32, 0) instead.
+// ddp_broadcast_params: every rank of the group ends with the weights of the group's
+// rank 0, bit for bit, wherever the weights live (a GPU run's copy included).
+// Checked (tests/test_ddp.c, ddp.broadcast_params.*) on 2-5 ranks, on subgroups (where
+// rank 0 is the group's, not the world's), through the host copy a GPU run takes
+// (--staged), and by ddp_train with the drivers' default --algo ring.
+// Pitfalls: not every algorithm has every collective (collective_has, collectives.h:
+// the ring has no broadcast); a host view that never saw the device's weights, or
+// whose result never goes back to them.
 void ddp_broadcast_params(DDP *d, GPT *g) {
     (void)d; (void)g;
     // TODO(exercise)
 }
 
-// Average the gradients over the group: after this call every rank's g->grads
-// holds (1/N) * sum over ranks of their g->grads.
-// Hints: one allreduce over the whole flat buffer (g->n_params fp32 elements) with
-// d->algo, on ddp_host_view(d, g, g->grads, 1) then ddp_back_to_device (or, when
-// ddp_on_gpu, gpu_allreduce(d->gpu, g->grads, g->n_params, DT_F32)); then scale
-// g->grads by 1/N where they live: g->ctx->ops->scale(ctx, ptr, s, n).
-// Why the mean and not the sum? Each rank's loss is already a mean over its own
-// B*T tokens.
-// The grader runs on the CPU: its --staged checks take the host-copy path a GPU
-// run takes (so a missing ddp_back_to_device fails); the ddp_on_gpu branch runs only
-// on a GPU (scripts/gpu_check.sh), and a host loop in place of ops->scale would
-// read device memory there: use the ops.
+// ddp_sync_grads: after this call every rank's g->grads holds (1/N) * the sum over the
+// group's N ranks of their g->grads (N the group's size: DDP may run on a subgroup of
+// a mesh), on the device, with one collective over the whole flat buffer, by the
+// algorithm the run asked for (its bytes are counted and must be that algorithm's).
+// Why the mean and not the sum? Each rank's loss is already a mean over its own B*T
+// tokens.
+// Checked (ddp.mean_gradient.*, ddp.equals_single_process.*): the gradient itself
+// against one process on all N*B rows (within 1e-5), on subgroups, --staged; five
+// AdamW steps against the single process, with one all-reduce a step of the
+// algorithm's bytes. The CPU grader cannot run the ddp_on_gpu branch (only
+// scripts/gpu_check.sh on a GPU does), and there a host loop over g->grads would read
+// device memory.
+// Pitfalls: the sum without the mean (AdamW and clipping hide it from the weights:
+// the gradient is compared directly); the mean over the world instead of the group;
+// a fixed algorithm; results left in the host copy.
 void ddp_sync_grads(DDP *d, GPT *g) {
     (void)d; (void)g;
     // TODO(exercise)

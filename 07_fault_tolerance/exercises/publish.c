@@ -1,33 +1,42 @@
 // exercises/publish.c — YOUR commit protocol.   make grade-7 PART=publish
+// Stuck? make hint-7 PART=publish   (tier 1 a nudge; TIER=2, 3 more)
 //
-// Read ../checkpoint.h (FsOps, ckpt_publish). When ckpt_publish is called, every
-// rank has written its shard into DIR/name.tmp/ and fsync'd it. Your job: write
-// the manifest there and make the checkpoint the latest one, so that a power cut
-// at ANY instant leaves
+// Read ../checkpoint.h (FsOps, ckpt_publish).
 //
-//   - DIR/LATEST naming a checkpoint that is whole on the disk: the previous one
-//     or this one, never a torn one, never an empty LATEST, and never no LATEST
-//     once one exists (a run's first checkpoint has none before it);
-//   - every DIR/step-* directory (a loader lists them too) whole: a directory
-//     that has the name must have the manifest and its bytes;
-//   - after you return 0, the new checkpoint durable (LATEST naming it).
+// THE CONTRACT of ckpt_publish(fs, dir, name, manifest, n, err, errn). On entry every
+// rank has written its shard into DIR/name.tmp/ and made it durable. Write the
+// manifest (n bytes) there as manifest.json and make the checkpoint the latest one,
+// DIR/LATEST holding one line, "name\n", so that a power cut at ANY instant leaves
 //
-// What the disk promises (FsOps): write_file puts bytes in the page cache, which a
-// power cut loses unless fsync_file made them durable. A name (a file created in a
-// folder, a rename into it) is durable only after fsync_dir of that folder, and
-// until then may reach the disk on its own, in any order, without the data it
-// names. A rename is atomic: readers see the old name or the new one.
+//   - DIR/LATEST naming a checkpoint that is whole on the disk: the previous one or
+//     this one; never a torn or empty LATEST, and never no LATEST once one exists (a
+//     run's first checkpoint has none before it);
+//   - every DIR/step-* directory (a loader lists them too) whole: a directory that
+//     has the name must have the manifest and its bytes;
+//   - after you return 0, the new checkpoint durable, LATEST naming it.
 //
-// So: in what order must the manifest's bytes, its name, the rename of name.tmp
-// to name, and the pointer DIR/LATEST (one line: "name\n") reach the disk? The
-// tests (tests/test_publish.c, publish.* checks) run your ckpt_publish against a
-// simulated disk that loses power after each of your calls in turn, and against
-// a disk that fails each call (EIO): return -1 then, with a message in err that
-// names the call's path and strerror(errno).
+// On an error, return -1 at once, with a message in err that names the failing call's
+// path and strerror(errno) (FsOps calls return -1 with errno set), and still leave
+// nothing broken.
 //
-// The body below publishes a checkpoint, and every run that never loses power
-// resumes from it. Find the crash points where it loses the checkpoint, or all
-// of them, and fix them.
+// What the disk promises (FsOps): write_file (create or truncate, then write) puts
+// bytes in the page cache, which a power cut loses unless fsync_file made them
+// durable. A name (a file created in a folder, a rename into it) is durable only
+// after fsync_dir of that folder, and until then may reach the disk on its own, in
+// any order, and without the data it names. A rename is atomic: readers see the old
+// name or the new one. Nothing else is promised.
+//
+// What the grader checks (tests/test_publish.c, publish.*): your ckpt_publish against a
+// simulated disk that loses power after each of your calls in turn and keeps what
+// was made durable plus any prefix or subset of the rest: every state it may then
+// hold must satisfy the invariants above; against a disk that fails each call (EIO);
+// and, on the real disk, a rank killed while writing a checkpoint (LATEST must still
+// name the previous one).
+//
+// The body below publishes a checkpoint, and every run that never loses power resumes
+// from it. Find the crash points where it loses the checkpoint, or all of them, and
+// fix them. Pitfall: anything that is renamed or pointed to before its own bytes and
+// names are durable.
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,34 +1,42 @@
 // exercises/resume.c — YOUR resume state.   make grade-7 PART=resume_state
+// Stuck? make hint-7 PART=resume_state   (tier 1 a nudge; TIER=2, 3 more)
 //
-// Read ../checkpoint.h (TrainProgress, resume_capture, resume_restore). A
-// checkpoint saves every tensor: weights, fp32 masters, AdamW's m and v. That is
-// not enough for a resumed run to take the very same steps, bit for bit, as the
-// run it replaces. What else does a training step read that changes from step to
-// step?
+// Read the lesson ("What a checkpoint must hold for a bit-exact resume") and
+// ../checkpoint.h (TrainProgress, resume_capture, resume_restore). A checkpoint saves
+// every tensor: weights, fp32 masters, AdamW's m and v. That is not enough for a
+// resumed run to take the very same steps, bit for bit, as the run it replaces: a
+// training step also reads state that is not a tensor and changes from step to step.
 //
-//   - the data: which batch comes next? (../../common/data.h: the loader's
-//     position counts micro-batches served; with gradient accumulation there
-//     are several per optimizer step, so it is not `step`.)
-//   - AdamW (../../common/optim.h): its step counter t, read by the bias
-//     corrections 1 - beta^t and by stochastic rounding, whose random stream is
-//     keyed by (seed, t): the course's generators are counter-based, so a
-//     generator's state is its counter. Restore it one draw late and every
-//     later draw is its successor's. And master_filled: whether the fp32
-//     masters hold the weights (mixed precision), and its count of skipped steps.
-//   - the loss scaler (mixed-fp16): the whole LossScaler, its scale and count of
-//     good steps (they decide the next steps) and its counters of skips, growths
-//     and back-offs (the run's summary reports them).
-//   - the trainer's count of overflowed steps.
+// THE CONTRACT
+//   resume_capture(p, step, seed, recipe, st, scaler, overflows, dl) is called at the
+//     end of optimizer step `step`; it fills *p (TrainProgress: it has a field for
+//     each such piece of state) from the trainer's objects: the optimizers of the
+//     TrainState (../../common/train_state.h, optim.h's AdamW), the loss scaler, the
+//     trainer's count of overflowed steps, the data loader (data.h). The identity of
+//     the run (step, seed, recipe) is filled already. data and data_step_rows are set
+//     by fault_tolerance_ext.c, not here.
+//   resume_restore(p, st, scaler, overflows, dl) is called before the resumed run's
+//     first step, in a fresh process (perhaps in another layout, with other numbers
+//     of optimizers): afterwards every one of those objects reads exactly what the
+//     run that saved *p read at the end of step `step`.
+//   Invariant: all of a job's optimizers step together, so their counters are equal:
+//     one optimizer's are every one's, and every one must get them back.
 //
-// resume_capture fills *p at the end of optimizer step `step`; resume_restore
-// puts it back into the trainer's objects before the resumed run's first step.
-// All of a job's optimizers step together: one's counters are every one's.
+// What the grader checks (tests/stage07.sh, s7.resume.*): 24 runs of DDP, ZeRO-3, FSDP
+// with accumulation, tensor-parallel and pipeline layouts, killed at a random step
+// and rank, resumed from their checkpoints, end with weights bitwise (cmp) those of
+// the run never killed; so do mixed-bf16 (its fp32 masters, also with several
+// optimizers a rank), mixed-fp16 after an overflow (and its loss-scale summary line,
+// and the final manifest's progress), pure bf16 with stochastic rounding (its stream),
+// and a run whose loss-spike check skipped a step before a checkpoint.
 //
-// The tests (tests/stage07.sh, the s7.resume.* checks) kill a rank after the first
-// checkpoint of DDP, ZeRO-3, FSDP, tensor-parallel and pipeline runs, resume from the
-// checkpoints, and compare the final weights with an uninterrupted run's: cmp,
-// bit for bit. Then mixed-bf16, mixed-fp16 with an overflow (and its loss-scale
-// summary line), and pure bf16 with stochastic rounding.
+// Pitfalls: the data position is not the step (gradient accumulation serves several
+// micro-batches per step); a counter restored one off (the course's random streams
+// are counter-based: off by one, every later draw is its successor's); state restored
+// into one optimizer only; part of the loss scaler; counting the optimizer's skipped
+// steps as the trainer's overflows (they differ once a step is skipped for another
+// reason); assuming the masters are filled (not after a checkpoint whose every step
+// overflowed).
 #include <stdio.h>
 #include <string.h>
 

@@ -1,28 +1,44 @@
 // exercises/young_daly.c — YOUR checkpoint interval.   make grade-7 PART=young_daly
+// Stuck? make hint-7 PART=young_daly   (tier 1 a nudge; TIER=2, 3 more)
 //
-// Read ../young_daly.h. C is what one checkpoint costs (seconds of stopped
-// training), M the job's mean time between failures, T the compute between two
-// checkpoints, R what a failure costs beyond the lost work (a restart and a load).
+// Read the lesson's opening section (the waste of checkpointing every T seconds),
+// ../young_daly.h (the units, and the model goodput_simulate runs) and
+// ../../docs/formulas.md §10.3 (the published forms and the test vector). All times
+// in seconds: C what one checkpoint costs (training stopped), M the job's mean time
+// between failures, T the compute between two checkpoints, R what a failure costs
+// beyond the lost work (a restart and a load).
 //
-// young_interval: checkpointing every T seconds wastes C/T of the time on writes;
-//   failures come at rate 1/M and each throws away, on average, half an interval,
-//   T/2. Find the T that minimises the waste C/T + T/(2M).
-// daly_interval: Daly (2006) kept the higher-order terms of the same expansion.
-//   With x = C/(2M): T = sqrt(2CM)·[1 + sqrt(x)/3 + x/9] - C while C < 2M, and
-//   T = M from there on (one checkpoint per MTBF is then the best there is).
-//   Beware: some software calls sqrt(2CM) - C "Daly's". It is not.
-// goodput_model: the fraction of the wall clock that ends up saved by a
-//   checkpoint, exactly, when failures are a Poisson process of mean gap M. One
-//   segment (T of compute, then C of checkpoint) must run τ = T + C seconds with
-//   no failure; a failure loses the segment and costs R, itself restarted by a
-//   failure during it. The expected wall clock per segment saved is
-//   M·e^(R/M)·(e^(τ/M) - 1), so the goodput is T divided by that. When τ << M,
-//   e^(τ/M) - 1 loses its digits in floating point: math.h has a function for it.
+// THE CONTRACT
+//   young_interval(C, M)   Young's first-order optimum: the T that minimises the
+//                          waste per unit of time, C/T for the writes plus the work
+//                          a failure throws away (half an interval on average, at
+//                          rate 1/M). Derive it, or take it from the lesson.
+//   daly_interval(C, M)    Daly's (2006) higher-order estimate exactly as
+//                          formulas.md §10.3 states it, in both of its regimes
+//                          (C below 2M, and from 2M on). Not either of the simpler
+//                          forms that software sometimes calls Daly's.
+//   goodput_model(C,M,T,R) the expected goodput of goodput_simulate's model over a
+//                          long run, in closed form (no simulation, no loop): the
+//                          fraction of the wall clock that ends up saved by a
+//                          completed checkpoint. The model: T of compute then C of
+//                          checkpoint, over and over; failures a Poisson process of
+//                          mean gap M that may strike anywhere (in a checkpoint or a
+//                          restart too); a failure loses everything since the last
+//                          completed checkpoint and costs a restart of R, which a
+//                          failure during it starts over.
 //
-// The tests (tests/test_interval.c, the interval.* checks) take the published
-// test vector (C = 60 s, M = 1.8 h: Young 881.8 s, Daly 842.3 s), the limits, and
-// a simulation of failures (goodput.c) that your goodput_model must predict and
-// your intervals must land near the best of.
+// What the grader checks (tests/test_interval.c, interval.*): the published test
+// vector (C = 60 s, M = 1.8 h: Young 881.8 s, Daly 842.3 s, the simple form 821.8 s)
+// to 0.05 s; Daly at and beyond C = 2M, and Daly -> Young as C/M -> 0; your
+// goodput_model against a simulation of failures (four settings, within 5 sigma);
+// your intervals near the best interval of a sweep; a restart cost that changes the
+// goodput but not the best interval (to 1e-12); the cluster-scale optimum; and
+// failures so rare (M = 1e15 s) that the goodput must be T/(T+C) to 1e-9.
+//
+// Pitfalls: Young's interval off by its constant factor; Daly's regime boundary; a
+// goodput that forgets failures during the checkpoint or during a restart; and
+// floating point: at tiny ratios a difference of nearly equal numbers cancels to one
+// significant digit (math.h has functions made for that case).
 #include "young_daly.h"
 
 #include <math.h>
