@@ -31,6 +31,7 @@ struct AsyncComm {
     Comm *c;
     Timeline *tl;
     int threaded, stop;
+    int late;                // COURSE_LATE_COMPLETION=1: coll_test says "not yet" until waited
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t work, finished;
@@ -102,6 +103,11 @@ AsyncComm *async_comm_new(Comm *c, Timeline *tl, int threaded) {
     a->c = c;
     a->tl = tl;
     a->threaded = threaded;
+    // A checking mode: a collective reports done only when it is waited for, as on a
+    // GPU busy with other work, so that code which waits too early is seen waiting
+    // whatever this machine's timing (tests/stage03.sh's sharded.overlap.*).
+    const char *late = getenv("COURSE_LATE_COMPLETION");
+    a->late = late && strcmp(late, "1") == 0;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work, NULL);
     pthread_cond_init(&a->finished, NULL);
@@ -198,6 +204,7 @@ void coll_wait(AsyncComm *a, CollTask *t) {
 }
 
 int coll_test(AsyncComm *a, CollTask *t) {
+    if (a->late) return 0;
     if (!a->threaded) return t->done;
     pthread_mutex_lock(&a->mu);
     int done = t->done;

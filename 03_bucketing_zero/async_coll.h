@@ -54,7 +54,9 @@ CollTask *all_gather_start(AsyncComm *a, Group *g, void *buf, const Blocks *b, D
 // must be waited for (before async_comm_free).
 void coll_wait(AsyncComm *a, CollTask *t);
 // 1 if it is done (coll_wait then returns at once), without blocking. Without a
-// thread nothing runs before its wait, so this is 0 until then.
+// thread nothing runs before its wait, so this is 0 until then; nor does anything
+// report done before its wait under COURSE_LATE_COMPLETION=1 (a checking mode: code
+// may never rely on a collective being done before it waits).
 int coll_test(AsyncComm *a, CollTask *t);
 // Blocking conveniences: start and wait.
 void async_allreduce(AsyncComm *a, Group *g, void *buf, size_t count, DType dt, Algo algo,

@@ -19,7 +19,6 @@
 #include "check.h"
 #include "sharded.h"
 
-#define MAX_IN_FLIGHT 2
 
 void buckets_assign(Sharded *s) {
     Buckets *B = &s->buckets;

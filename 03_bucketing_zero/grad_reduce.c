@@ -25,6 +25,7 @@ void bucket_launch(Sharded *s, int b) {
           "completed their gradients: it would send gradients still being computed", b,
           B->pending[b], B->groups[b]);
     CHECK(!B->launched[b], "bucket %d launched twice in one backward pass", b);
+    s->launched_in_backward += s->in_backward;
     char label[40];
     snprintf(label, sizeof label, "%s bucket %d", s->cfg.kind == SH_DDP ? "all-reduce" :
              "reduce-scatter", b);
@@ -71,6 +72,11 @@ void bucket_retire(Sharded *s, int b) {
     Buckets *B = &s->buckets;
     CHECK(B->launched[b] || !B->buf[b], "bucket %d retired before it was launched: its gradients "
           "(%d of its %d groups still pending) would be lost", b, B->pending[b], B->groups[b]);
+    if (s->in_backward && B->task[b] && !coll_test(s->ac, B->task[b])) {  // a wait, now
+        int launched = 0;
+        for (int q = 0; q < B->n; q++) launched += B->task[q] != NULL;
+        s->early_waits += launched < MAX_IN_FLIGHT;
+    }
     if (B->task[b]) {
         coll_wait(s->ac, B->task[b]);
         B->task[b] = NULL;

@@ -240,6 +240,7 @@ static unsigned long long bytes_sent(const Comm *c) {
 static void micro_begin(GPT *g, int micro, int accum, void *arg) {
     Sharded *s = arg;
     Buckets *B = &s->buckets;
+    s->in_backward = 0;
     if (micro == 0) {
         for (int b = 0; b < B->n; b++)
             CHECK(!B->task[b], "bucket %d is still in flight at the start of a step: the step "
@@ -276,10 +277,12 @@ static void micro_begin(GPT *g, int micro, int accum, void *arg) {
         B->launched[b] = 0;
     }
     s->span_name[0] = 0;
+    s->in_backward = 1;  // (the forward first: it retires and launches no bucket)
 }
 
 static double step(GPT *g, void *arg) {
     Sharded *s = arg;
+    s->in_backward = 0;
     compute_span_end(s);
     // A unit still whole now would be stale after the update: its shard changes.
     for (int u = 0; u < s->plan.n_units; u++)

@@ -110,6 +110,12 @@ typedef struct {
     void *released;        // GPU: an event after the kernels that last used it
 } PoolBuf;
 
+// Launched buckets a rank keeps in flight at most while the backward pass goes on: a
+// new bucket's buffer is made only after the oldest launched one beyond this is
+// retired (its gradients taken into the shard), which bounds the gradient memory,
+// and no collective is waited for before then, which keeps the overlap.
+#define MAX_IN_FLIGHT 2
+
 typedef struct Sharded {
     ShardConfig cfg;
     Comm *c;
@@ -143,6 +149,15 @@ typedef struct Sharded {
     // than this use's) was still FREE, its gather not started (sharded.c counts them
     // after fsdp_on_use; the test wants 0).
     long prefetch_late;
+    // What the buckets exist for, counted by the reference around your buckets.c
+    // (grad_reduce.c): buckets launched while the backward pass was still computing
+    // (0: nothing can overlap), and waits for a bucket's collective during the
+    // backward pass while fewer than MAX_IN_FLIGHT launched buckets were in flight
+    // (each stalls the compute the collective should hide behind; the test wants 0).
+    // Under COURSE_LATE_COMPLETION=1 (async_coll.c) a collective reports done only
+    // when waited for, so every such wait is seen, whatever the machine's timing.
+    int in_backward;
+    long launched_in_backward, early_waits;
     PoolBuf *pool;         // as many as the working set's peak needs (grown on demand)
     int n_pool, cap_pool;
     // Bytes this rank sent in the last step (all collectives).

@@ -106,6 +106,34 @@ done
 run sharded-hsdp-np2 env MEMORY=1 bash -c 's3_case shard1 1e-6 2 1 naive hsdp --shard-size 1'
 run sharded-hsdp-np4 env MEMORY=1 bash -c 's3_case shard2 1e-6 4 1 naive hsdp --shard-size 2'
 run sharded-hsdp-np5 env MEMORY=1 bash -c 's3_case shard5 0 5 1 naive hsdp --shard-size 5'
+# What buckets exist for: the gradients of a bucket go while the backward pass is still
+# computing the earlier groups. With a bucket per layer group (--bucket-mb 0) every
+# bucket is launched from the gradient hook, during the backward pass, and no rank
+# waits for a bucket's collective while fewer than MAX_IN_FLIGHT are in flight. Timing
+# cannot decide this: under COURSE_LATE_COMPLETION=1 a collective reports done only
+# when it is waited for, so a wait during the backward pass is a wait, on any machine.
+s3_overlap() {  # s3_overlap STRATEGY
+    local name="sharded.overlap.$1.np2" f="$S3_DIR/overlap-$1" model=($S3_MODEL_STR) train=($S3_TRAIN_STR)
+    echo "PLAN $name"
+    if ! COURSE_LATE_COMPLETION=1 "$BUILD/sharded_train" --np 2 --strategy "$1" --bucket-mb 0 \
+            "${model[@]}" "${train[@]}" --steps 2 --batch 2 >"$f.log" 2>&1; then
+        echo "FAIL $name  the run failed: $(grep -m1 -E 'error|killed' "$f.log" | cut -c1-300)"
+        return 1
+    fi
+    local lines launched early
+    lines=$(grep '^BUCKETS' "$f.log")
+    launched=$(grep -o 'launched_in_backward=[0-9]*' <<<"$lines" | cut -d= -f2 | sort -n | head -n 1)
+    early=$(grep -o 'early_waits=[0-9]*' <<<"$lines" | cut -d= -f2 | sort -n | tail -n 1)
+    if [ "$(wc -l <<<"$lines")" = 2 ] && [ "${launched:-0}" -gt 0 ] && [ "${early:-1}" = 0 ]; then
+        echo "PASS $name  every rank launched $launched buckets during the backward passes and waited for none early"
+    elif [ "${launched:-0}" = 0 ]; then
+        echo "FAIL $name  no bucket was launched during the backward pass (launched_in_backward=${launched:-?}): the gradient hook must launch a bucket as its last group completes, or nothing overlaps"
+    else
+        echo "FAIL $name  a rank waited for a bucket's collective during the backward pass while fewer than MAX_IN_FLIGHT were in flight ($early time(s)): each such wait stalls the compute the collective should hide behind"
+    fi
+}
+export -f s3_overlap
+for st in ddp zero2 fsdp; do run "sharded-$st-overlap" s3_overlap "$st"; done
 # Buckets in flight are bounded: with one group a bucket (--bucket-mb 0) and 8 layers,
 # ZeRO-2 holds at most MAX_IN_FLIGHT (2) layer buckets at once (a new one is made only
 # after the oldest launched ones are retired down to one), beside the tied embedding's

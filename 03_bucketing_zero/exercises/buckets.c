@@ -19,7 +19,6 @@
 #include "check.h"
 #include "sharded.h"
 
-#define MAX_IN_FLIGHT 2
 
 // buckets_assign: fill s->buckets' n, of_group[grp], lo[b], hi[b] and groups[b], so that
 // - bucket 0 is the one backward completes first, and the buckets are numbered in the
