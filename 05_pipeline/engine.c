@@ -38,6 +38,14 @@ size_t pipe_stream_bytes(const Pipe *P) {
     return rows * g->cfg.n_embd * sizeof(float);
 }
 
+// A message in flight (pipe_isend / pipe_irecv), until its wait frees it.
+struct PipeMsg {
+    int is_send;
+    const void *buf;    // a send's buffer (pipe_acts_put checks it is not pooled)
+    CommRequest *host;  // on the CPU
+    GpuRequest *gpu;    // on GPUs
+};
+
 void pipe_acts_get(Pipe *P, int c, GPTActs *out) {
     if (P->pooled[c] > 0) {
         *out = P->pool[c][--P->pooled[c]];
@@ -47,6 +55,18 @@ void pipe_acts_get(Pipe *P, int c, GPTActs *out) {
 }
 
 void pipe_acts_put(Pipe *P, int c, GPTActs *a) {
+    // Back to the pool only once the send of the chunk's output from them has been
+    // waited for: on a GPU the next micro-batch would overwrite what is still being
+    // sent. The CPU's transports copy a message as it is posted, which hides the race;
+    // this check does not depend on that.
+    for (size_t i = 0; P->slots && i < (size_t)P->m * P->v; i++) {
+        const PipeMsg *s = P->slots[i].send_act;
+        const char *lo = (const char *)a->buffer, *hi = lo + a->floats * sizeof(float);
+        CHECK(!s || (const char *)s->buf < lo || (const char *)s->buf >= hi, "micro-batch %zu "
+              "(chunk %d): its activations went back to the pool while the send of its output "
+              "(PP_SEND_ACT) was still in flight, not waited for: on a GPU the next micro-batch "
+              "would overwrite what is being sent", i / P->v, c);
+    }
     if (!P->pool[c]) {
         P->pool[c] = calloc((size_t)P->m + 1, sizeof *P->pool[c]);
         CHECK(P->pool[c], "out of memory");
@@ -58,11 +78,6 @@ void pipe_acts_put(Pipe *P, int c, GPTActs *a) {
 
 // ---------------------------------------------------------------- messages
 
-struct PipeMsg {
-    int is_send;
-    CommRequest *host;  // on the CPU
-    GpuRequest *gpu;    // on GPUs
-};
 
 static PipeMsg *message(int is_send) {
     PipeMsg *m = calloc(1, sizeof *m);
@@ -73,6 +88,7 @@ static PipeMsg *message(int is_send) {
 
 PipeMsg *pipe_isend(Pipe *P, int peer, const void *buf, size_t bytes) {
     PipeMsg *m = message(1);
+    m->buf = buf;
     if (P->gpu) m->gpu = gpu_isend(P->gpu, peer, buf, bytes);
     else m->host = comm_isend(P->comm, P->pp, peer, buf, bytes);
     return m;

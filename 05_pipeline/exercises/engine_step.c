@@ -37,8 +37,10 @@
 //   - the requests (slot->recv_act, send_act, recv_grad, send_grad): sends and
 //     receives are posted, not waited for; a compute waits (pipe_wait, which keeps
 //     every other message moving) only for the message it needs, and the
-//     activations are released only once the send of the chunk's output is done.
-//     Nothing else waits.
+//     activations are released only once the send of the chunk's output is done
+//     (waited for: the CPU's transports copy a message as it is posted, a GPU's do
+//     not, so pipe_acts_put refuses a set whose send is still in flight). Nothing
+//     else waits.
 //   - PP_BACKWARD_INPUT (zero bubble) does what PP_BACKWARD does for the gradient
 //     that flows on, but leaves the weight gradients for later: what they need is
 //     kept in slot->keep (gpt_keep_floats(g, g->l0, g->l1, B, T) floats,
