@@ -318,6 +318,17 @@ static void test_acts(TestState *ts) {
     double want = 4 * 24 * sbh * 2 / 8 + one;  // SP: the saved inputs are sharded too
     test_report(ts, near(full, want, 1e-9 * want), "act.full_recompute_model",
                 "%.2f GB (96 inputs of 2sbh/t + one layer recomputed %.2f GB)", full / 1e9, one / 1e9);
+    // A model known by its parameter count alone has no activation model, whatever the
+    // count (the smallest too) and whatever architecture the spec also carries.
+    ModelSpec counted = g;
+    double tiny[2] = {1, 7.5e9}, got_raw[2];
+    for (int i = 0; i < 2; i++) {
+        counted.raw_params = tiny[i];
+        got_raw[i] = mm_act_bytes_model(&counted, &x) + mm_act_bytes_per_layer(&counted, &x);
+    }
+    test_report(ts, got_raw[0] == 0 && got_raw[1] == 0, "act.raw_count_has_none",
+                "raw counts of 1 and 7.5e9 parameters: %.0f and %.0f activation bytes (want 0: "
+                "no architecture to count)", got_raw[0], got_raw[1]);
     // pp = 1: the head (inputs of the final norm and of the LM head, fp32 logits).
     Setup h = s;
     double head = 2 * 2 * sbh + 4.0 * 2048 * 50257;

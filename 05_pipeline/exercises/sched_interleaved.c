@@ -14,7 +14,8 @@
 // THE CONTRACT of sched_interleaved(S): fill S->acts for every rank with Megatron-LM's
 // interleaved 1F1B:
 //   - rank s warms up with (p - s - 1)·2 + (v - 1)·p forwards (at most m·v; all of
-//     them when m = p, as Megatron-LM does), then alternates one forward (the next of
+//     them when m = p, as Megatron-LM does, though the formula there is sound too
+//     and accepted: the same bubble, fewer activations), then alternates one forward (the next of
 //     the walk) and one backward (the next of the backward walk), then runs the
 //     backwards left;
 //   - a steady step (one forward, one backward) posts its messages as Megatron-LM
