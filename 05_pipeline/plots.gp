@@ -26,6 +26,15 @@ g = dir."/gantt.txt"
 letter(s) = s[1:1]
 spancol(s) = letter(s) eq "F" ? 0x4477AA : letter(s) eq "W" ? 0xCCBB44 : 0x228833
 mb(s) = s[2:]  # "3", or "3.1": micro-batch 3, chunk 1
+# A label is drawn only where it fits, so that neighbouring labels never run into each
+# other (interleaved's "3.1"s collided at p = 4): right-aligned at its action's end, on the
+# coloured part (an action's wait, grey, comes first), and only if that part is wider than
+# the text and a margin. Widths in pixels: cairo draws 96 pixels an inch, and a digit of
+# the label font (DejaVu Sans) is 0.64 em, a dot 0.32 em.
+GW = 1700  # wide enough that interleaved's shortest actions (1/60 of a step) hold "3.1"
+lab_pt = 8
+lab_px(s) = lab_pt * 96.0 / 72 * (0.64 * strlen(s) - 0.32 * (strstrt(s, ".") > 0))
+lab_margin = 6
 tmax2 = 1
 do for [s in scheds] {
     do for [src in "measured_p2 sim_p2"] {
@@ -44,7 +53,8 @@ do for [src in "measured_p2 sim_p2 sim_p4"] {
     tmax = p == 4 ? tmax4 : tmax2
     set output sprintf("%s/gantt_%s.png", dir, src)
     H = 4 * (95 + 34 * p) + 170
-    set terminal pngcairo size 1300, H noenhanced font ",11"
+    set terminal pngcairo size GW, H noenhanced font ",11"
+    ms_px = (0.98 - 0.08) * GW / (tmax * 1.01)  # the x axis: pixels per ms
     set multiplot layout 4,1 margins 0.08, 0.98, 95.0 / H, 1 - 75.0 / H spacing 0, 62.0 / H title (how eq "measured" ? \
         "MEASURED: one traced step (the last) of pp_train, p = 2 ranks, m = 8 micro-batches, on this CPU\n".model : \
         p == 2 ? "SIMULATED by pp_sim, p = 2, m = 8: each virtual stage's median F, B, W from the same traces, messages from stage 02's fit" : \
@@ -59,6 +69,13 @@ do for [src in "measured_p2 sim_p2 sim_p4"] {
         i = i + 1
         f = sprintf("%s/gantt/%s_%s.dat", dir, src, s)
         set autoscale xy  # stats keeps only the points inside the current ranges
+        # The waits (rank, t0, t1), to find how much of an action is coloured.
+        nw = 0
+        stats f using (nw = nw + ($2 == 2), $2) nooutput
+        array WR[nw + 1]; array W0[nw + 1]; array W1[nw + 1]
+        k = 0
+        stats f using ($2 == 2 ? (k = k + 1, WR[k] = $1, W0[k] = $3, W1[k] = $4) : 0) nooutput
+        coloured(r, t0, t1) = t1 - t0 - sum [j = 1:nw] (WR[j] == r && W0[j] >= t0 && W1[j] <= t1 ? W1[j] - W0[j] : 0)
         stats g using (strcol(1) eq s && strcol(2) eq how && $3 == p ? $6 : NaN) nooutput
         st = STATS_max
         stats g using (strcol(1) eq s && strcol(2) eq how && $3 == p ? $7 : NaN) nooutput
@@ -69,14 +86,14 @@ do for [src in "measured_p2 sim_p2 sim_p4"] {
         if (i == 4) {
             set xlabel "ms since the step began. F forward (blue), B backward (green; zb-h1: its input-gradient pass), " . \
                        "W weight-gradient pass (yellow);\ngrey: waiting for a message, inside the action that needs it; " . \
-                       "white numbers: micro-batch[.chunk]"
+                       "white numbers, where they fit: micro-batch[.chunk]"
             set label 100 footer @FOOT
         } else { unset xlabel }
         plot f using ($2 == 0 ? ($3 + $4) / 2 : NaN):(-$1):(($4 - $3) / 2):(0.36):(spancol(strcol(5))) \
                 with boxxyerror lc rgb variable, \
              f using ($2 == 2 ? ($3 + $4) / 2 : NaN):(-$1):(($4 - $3) / 2):(0.36) with boxxyerror lc rgb "#C8C8C8", \
-             f using ($2 == 0 && $4 - $3 > tmax / (p == 4 ? 90 : 75) ? $4 : NaN):(-$1):(mb(strcol(5))) \
-                with labels right offset -0.3,0 font ",8" textcolor rgb "white"
+             f using ($2 == 0 && coloured($1, $3, $4) * ms_px >= lab_px(mb(strcol(5))) + lab_margin ? $4 : NaN) \
+                :(-$1):(mb(strcol(5))) with labels right offset -0.25,0 font ",".lab_pt textcolor rgb "white"
     }
     unset multiplot
     unset label 100

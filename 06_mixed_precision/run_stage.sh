@@ -31,8 +31,8 @@ recipes=(fp32 mixed-bf16 mixed-fp16 bf16 bf16-sr fp8)
 # The small preset (L=4 C=256 NH=4 T=128 V=256, 3.26M parameters), 4 sequences a step.
 MODEL="--preset small --batch 4 --lr 1e-3 --warmup 2 --peak-tflops 0"
 
-# curve LOG: "step loss mean" per step, mean = of the last 20 steps' losses (what the
-# figures draw: one step's loss is one batch's)
+# curve LOG: "step loss mean" per step, mean = of the last 20 steps' losses (one step's
+# loss is one batch's; the figures draw each step's loss and a median around it: plots.gp)
 curve() {
     sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$1" |
         awk '{l[NR] = $2; s += $2; if (NR > 20) s -= l[NR - 20]; printf "%s %s %.4f\n", $1, $2, s / (NR < 20 ? NR : 20)}'

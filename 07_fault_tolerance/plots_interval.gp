@@ -42,22 +42,28 @@ if (readable(sweep)) {
     setup = system("sed -n 's/^# ckpt_interval: //p' '".sweep."' | head -n 1")
     set output dir."/ckpt_interval.png"
     set title "Goodput against the checkpoint interval, with failures drawn at the MTBF\n".setup
-    set xlabel "checkpoint interval T: seconds of compute between checkpoints (log scale)\n\n"
+    set xlabel "checkpoint interval T: seconds of compute between checkpoints (log scale)"
     set ylabel "goodput: saved compute / wall time"
     set logscale x 10
-    set key at graph 0.03, graph 0.22 left bottom Left reverse
+    # The key goes under the axes, and the best point's words into it: inside, wherever
+    # they were put, the curve (an arch whose height and ends depend on C, M and R) ran
+    # under them. Young's and Daly's names stay beside their lines, low, under the arch.
+    set bmargin 8  # the axis label, the key's two rows and the footer
+    set key at screen 0.5, screen 0.115 center top horizontal Left reverse maxrows 2 width 2
     set arrow 1 from young, graph 0 to young, graph 1 nohead dt 2 lw 2 lc rgb 0x666666
     set arrow 2 from daly, graph 0 to daly, graph 1 nohead dt 3 lw 2 lc rgb 0xEE6677
-    set label 2 sprintf(" Young %.0f s", young) at young, graph 0.4 left textcolor rgb 0x666666
-    set label 3 sprintf("Daly %.0f s ", daly) at daly, graph 0.4 right textcolor rgb 0xEE6677
-    set label 4 sprintf("best simulated: T = %.0f s, goodput %.4f", best_T, best_g) \
-        at best_T, best_g point pt 6 ps 2 lc rgb 0x000000 offset 0, -3 center
+    set label 2 sprintf(" Young %.0f s", young) at young, graph 0.1 left textcolor rgb 0x666666
+    set label 3 sprintf("Daly %.0f s ", daly) at daly, graph 0.1 right textcolor rgb 0xEE6677
     set label 1 footer @FOOT
     plot sweep using 1:3 with points pt 7 ps 0.9 lc rgb 0x4477AA title "simulated", \
          "" using 1:4 with lines lw 2 lc rgb 0x000000 title "expected (exact for the simulated model)", \
          "" using 1:($5 > 0 ? $5 : 1/0) with lines lw 1 dt 2 lc rgb 0x228833 \
-            title "first order: T/(T+C) (1 - ((T+C)/2 + R)/M)"
-    unset label 1; unset label 2; unset label 3; unset label 4
+            title "first order: T/(T+C) (1 - ((T+C)/2 + R)/M)", \
+         "" using (strstrt(strcol(8), "best") ? $1 : 1/0):3 with points pt 6 ps 2 lc rgb 0x000000 \
+            title sprintf("best simulated: T = %.0f s, goodput %.4f", best_T, best_g)
+    unset label 1; unset label 2; unset label 3
+    set bmargin 5
+    set key default
     unset arrow 1; unset arrow 2
     unset logscale x
     set xrange [*:*]
