@@ -146,10 +146,12 @@ report-build:
 # Which stages and exercises the programs in $(BUILD) were linked with: a program is
 # linked again when that changes (make stage-3 after make), not only when an object
 # did. The stages in the build change only what the drivers link (the extensions);
-# the exercises swapped in, any program.
+# the exercises swapped in (which files of exercises/ exist: a starter removed puts
+# the reference's file back), any program.
 $(BUILD)/.stages $(BUILD)/.exercises: FORCE
 	@mkdir -p $(dir $@)
-	@want="$(if $(filter %.stages,$@),upto=$(UPTO),ex=$(EX_DIR) $(EX_FILES))"; \
+	@want="$(if $(filter %.stages,$@),upto=$(UPTO),ex=$(EX_DIR) $(EX_FILES):$(notdir \
+	  $(if $(EX_DIR),$(wildcard $(EX_DIR)/exercises/*.c))))"; \
 	  [ "$$(cat $@ 2>/dev/null)" = "$$want" ] || echo "$$want" >$@
 $(BINS): $(BUILD)/.exercises
 $(DRIVERS): $(BUILD)/.stages

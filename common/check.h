@@ -36,6 +36,11 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // time on CLOCK_MONOTONIC (comparable across the processes of one machine). Stage
 // 07's benchmark splits a recovery into its parts with these.
 void log_event(const char *name);
+// A process that runs alone (one rank: no supervisor watches it) says so itself when
+// a signal kills it: "error: ... killed by signal 11 (Segmentation fault)" on stderr,
+// where its log is, instead of ending mid-line. Only for signals still at their
+// default action (a sanitizer's handler, installed first, keeps its own report).
+void log_report_crashes(void);
 CHECK_NORETURN void die_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -211,6 +211,7 @@ Comm *comm_launch(const CommConfig *cfg) {
     if (n == 1 && cfg->max_restarts == 0) {
         Comm *c = comm_new(0, 1, LAUNCH_SINGLE, cfg);
         shm_transport_init(c, NULL, 0, cfg->shm_stores);
+        log_report_crashes();
         return c;
     }
     cpu_set_t allowed;  // the cores we may use (taskset narrows them)

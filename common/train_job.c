@@ -47,6 +47,7 @@ void train_job_launch(TrainJob *j, CommConfig *cc, const char *words) {
     if (!single && j->dev == DEV_CUDA) gpu_check_launch(cc->np);  // once, before the fork
     // One process runs alone unless a supervisor is to start it again when it dies.
     j->comm = single && !cc->max_restarts ? NULL : comm_launch(cc);
+    if (!j->comm) log_report_crashes();  // nobody supervises this process
     if (!single) {  // from here on, one rank of many
         char conf[COMM_CONFIG_BYTES];
         train_config_words(a, &j->cfg, conf, sizeof conf);

@@ -15,13 +15,21 @@
 #
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is not a Debian package here: the build uses
 # it when it finds it under /usr/local/cuda (or CUDA_HOME / NCCL_HOME).
+#
+#   bash scripts/install-deps.sh           the packages, then .venv/
+#   bash scripts/install-deps.sh --venv    .venv/ only (stage 07's tests make it when missing)
 set -eu
+venv_only=0
+[ "${1:-}" = --venv ] && venv_only=1
 PKGS="build-essential libopenblas-dev libopenmpi-dev openmpi-bin gnuplot-nox python3-torch python3-venv patch"
 missing=""
+[ "$venv_only" = 1 ] && PKGS=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
+if [ "$venv_only" = 1 ]; then
+    :
+elif [ -n "$missing" ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: missing:$missing"
         echo "install-deps: run as root:  apt-get update && apt-get install -y$missing"

@@ -351,18 +351,23 @@ static void test_real(TestState *ts) {
     for (int k = 0; k < sw.calls; k++) {
         scene_init(&s, -1, k);
         int erc = publish(ckpt_publish, &s, err, sizeof err);
-        char path[200] = "", name[64];
+        // The call's path: "write_file(P)", "fsync_dir(P)"; a rename, "rename(A -> B)",
+        // may be named by either of its two.
+        char path[200] = "", to[200] = "", name[64];
         const char *lp = strchr(s.call[k], '('), *end = strpbrk(lp ? lp + 1 : "", " )");
         if (lp && end) snprintf(path, sizeof path, "%.*s", (int)(end - lp - 1), lp + 1);
+        const char *arrow = strstr(s.call[k], " -> "), *close = arrow ? strchr(arrow, ')') : NULL;
+        if (close) snprintf(to, sizeof to, "%.*s", (int)(close - arrow - 4), arrow + 4);
         View v;
         sim_build_view(&s, &v, SIM_CACHE);
         st = 0;
         int bad = reader_fault(&s, &v, 0, &f) || sim_crash_fault(&s, reader_fault, &f, &st);
-        int named = path[0] && strstr(err, path) && strstr(err, strerror(EIO));
+        int named = ((path[0] && strstr(err, path)) || (to[0] && strstr(err, to))) &&
+                    strstr(err, strerror(EIO));
         // (An empty s.call[k]: with call k failing, the protocol never got that far.)
         snprintf(detail, sizeof detail, "%s fails (EIO): rc %d \"%s\"%s%s%s%s%s",
                  s.call[k][0] ? s.call[k] : "a call it no longer makes", erc, err,
-                 named ? "" : " (the message must name the path and the error)", bad ? "; afterwards: " : "",
+                 named ? "" : " (the message must name the path, either one for a rename, and the error)", bad ? "; afterwards: " : "",
                  bad ? f.what : "", bad ? ": " : "", bad && f.hint ? f.hint : "");
         snprintf(name, sizeof name, "publish.error_at_call_%02d", k);
         int ok = erc == -1 && named && !bad;

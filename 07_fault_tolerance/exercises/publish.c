@@ -16,8 +16,8 @@
 //   - after you return 0, the new checkpoint durable, LATEST naming it.
 //
 // On an error, return -1 at once, with a message in err that names the failing call's
-// path and strerror(errno) (FsOps calls return -1 with errno set), and still leave
-// nothing broken.
+// path (a rename's source or its target) and strerror(errno) (FsOps calls return -1
+// with errno set), and still leave nothing broken.
 //
 // What the disk promises (FsOps): write_file (create or truncate, then write) puts
 // bytes in the page cache, which a power cut loses unless fsync_file made them
