@@ -23,7 +23,9 @@ $(filter $(BUILD)/$(S04)/%,$(S04_OBJS)) $(BUILD)/$(S04)/tp_train.o \
 
 $(BUILD)/tp_train: $(BUILD)/$(S04)/tp_train.o $(S04_OBJS) $(CORE_OBJS)
 	$(LINK)
-$(BUILD)/tests/test_tp: $(BUILD)/tests/test_tp.o $(S04_OBJS) $(S04_CALC) $(CORE_OBJS)
+$(BUILD)/tests/test_tp.o: tests/opaque_device.h
+$(BUILD)/tests/test_tp: $(BUILD)/tests/test_tp.o $(BUILD)/tests/opaque_device.o $(S04_OBJS) \
+  $(S04_CALC) $(CORE_OBJS)
 	$(LINK)
 
 .PHONY: stage-run-4

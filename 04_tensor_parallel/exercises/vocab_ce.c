@@ -27,8 +27,9 @@
 // to_host, to_device. The group's collectives (../tp.h): tp_all_gather, tp_allreduce
 // (they SUM; there is no max). Buffers: g->acts.vocab_stats, g->vocab_work (t*N floats
 // of scratch), g->acts.targets (device ids). All three are device memory under
-// --device cuda: read or write them on the host only through to_host / to_device (the
-// CPU grader cannot tell; a GPU run would crash).
+// --device cuda: read or write them on the host only through to_host / to_device (a
+// GPU run would crash; the grader runs your code a second time on a CPU device whose
+// memory the host cannot read: tests/opaque_device.h).
 //
 // What the grader checks (tests/test_tp.c, tests/stage04.sh): the losses and dlogits
 // against the serial ones (tp.ce.*), then the whole model against one process (logits,
