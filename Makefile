@@ -66,7 +66,7 @@ stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 
 # The core: common/ alone. Its objects name no stage (tests/test_layering.sh checks
 # them with nm).
-CORE := log dtype rng ledger flags files json safetensors safetensors_json safetensors_write ctx \
+CORE := log dtype rng ledger flags files json safetensors safetensors_json safetensors_write ctx ops_timed \
         ops_cpu ops_cpu_precision model_layout model_acts model_backward model optim data perf \
         comm launch comm_shm comm_tcp train_state train_ext train_args train_job trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)

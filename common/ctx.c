@@ -7,6 +7,7 @@
 #include "ctx.h"
 #include "cuda_probe.h"
 #include "ops.h"
+#include "ops_timed.h"
 
 const char *device_name(Device d) { return d == DEV_CUDA ? "cuda" : "cpu"; }
 
@@ -57,6 +58,8 @@ void ctx_init_device(Ctx *ctx, Device dev, int cuda_device, int threads, size_t 
     ledger_init(&ctx->ledger, capacity, dev == DEV_CUDA ? "cuda" : "cpu");
     if (dev == DEV_CPU && !capacity) ctx->ledger.host_limit = host_memory_bytes();
     if (ctx->ops->init) ctx->ops->init(ctx);
+    const char *timing = getenv("COURSE_OP_TIMING");  // where the time goes (ops_timed.h)
+    if (timing && strcmp(timing, "1") == 0) ops_timing_wrap(ctx);
 }
 
 void ctx_destroy(Ctx *ctx) {

@@ -57,6 +57,9 @@
 #       ranks sharing the GPU, fp8) end bitwise where the uninterrupted cuda runs end;
 #       a cuda checkpoint resumes on the CPU within 1e-5; sync vs async checkpoint
 #       stall (snapshots into pinned host memory)
+#   12  where GPT-2 124M's mixed-bf16 step goes (gpu_check_perf.sh): MFU at batch 8 and
+#       at 32 sequences a step, the step op by op (COURSE_OP_TIMING=1), and torch's
+#       bf16 GEMM and causal-attention ceilings on the same GPU (scripts/gpu_ceilings.py)
 #
 # Without a usable GPU every GPU item says SKIP (no device) or FAIL (a broken
 # one) with the probe's reason, at once.
@@ -380,8 +383,10 @@ item_8() {
     [ "$bad" -eq 0 ]
 }
 
-# Items 9 to 11 (stages 05 to 07) are in gpu_check_stages.sh, in the same terms.
+# Items 9 to 11 (stages 05 to 07) are in gpu_check_stages.sh, in the same terms; item
+# 12 (where the step's time goes) in gpu_check_perf.sh.
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_check_stages.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_check_perf.sh"
 
 
 if [ "${1:-}" = --item ]; then
@@ -396,15 +401,16 @@ mkdir -p "$OUT"
 BUDGET=${GPU_CHECK_BUDGET:-570}
 START=$SECONDS
 declare -A STATUS FIGURE
-ALL=(build 1 10 4 11 7 9 2 3 8 6 5a 5b)    # the order they run in: what changed since the last GPU run first, 5b (the longest) last
-TABLE=(build 1 2 3 4 5a 5b 6 7 8 9 10 11)  # the order of the table
+ALL=(build 12 1 10 4 11 7 9 2 3 8 6 5a 5b)    # the order they run in: what changed since the last GPU run first, 5b (the longest) last
+TABLE=(build 1 2 3 4 5a 5b 6 7 8 9 10 11 12)  # the order of the table
 declare -A NAME=([build]="build (CUDA backend)" [1]="1 make gpu-test" [2]="2 gpu-comm 1-4 ranks + NCCL np1"
                  [3]="3 DDP --device cuda = CPU" [4]="4 compute-sanitizer" [5a]="5a GPU suite under ASan"
                  [5b]="5b make check" [6]="6 measurements" [7]="7 stage 03 --device cuda = CPU"
                  [8]="8 stage 04 --device cuda = CPU" [9]="9 stage 05 --device cuda = CPU"
-                 [10]="10 stage 06 bf16/fp8 GEMMs, MFU" [11]="11 stage 07 checkpoints on cuda")
+                 [10]="10 stage 06 bf16/fp8 GEMMs, MFU" [11]="11 stage 07 checkpoints on cuda"
+                 [12]="12 where the step goes")
 declare -A LIMIT=([build]=240 [1]=180 [2]=130 [3]=120 [4]=200 [5a]=240 [5b]=1800 [6]=200 [7]=150
-                  [8]=150 [9]=180 [10]=300 [11]=240)
+                  [8]=150 [9]=180 [10]=300 [11]=240 [12]=330)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${ALL[@]}")
 

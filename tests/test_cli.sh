@@ -101,6 +101,24 @@ else
     echo "FAIL cli.trains_on_text_file  $(tail -n 3 "$dir/text")"
 fi
 
+# COURSE_OP_TIMING=1 (common/ops_timed.h): a table of where the time goes, op by op,
+# with the same weights bit for bit. tiny: L = 2, so 4 GEMMs a layer and the head's
+# make 9 matmul_forward calls a step; 2 attention_backward calls a step.
+"$TRAIN" --preset tiny --steps 3 --save-params "$dir/plain.safetensors" >/dev/null 2>&1
+COURSE_OP_TIMING=1 "$TRAIN" --preset tiny --steps 3 --save-params "$dir/timed.safetensors" \
+    >"$dir/timed" 2>&1
+mf=$(grep -o '^OPTIME op=matmul_forward calls=[0-9]*' "$dir/timed" | sed 's/.*=//')
+ab=$(grep -o '^OPTIME op=attention_backward calls=[0-9]*' "$dir/timed" | sed 's/.*=//')
+if [ "$mf" = 27 ] && [ "$ab" = 6 ] && grep -q 'op timing, rank 0' "$dir/timed" &&
+   cmp -s "$dir/plain.safetensors" "$dir/timed.safetensors"; then
+    echo "PASS cli.op_timing  3 steps: matmul_forward 27 calls, attention_backward 6; weights bitwise" \
+         "those of the untimed run; $(grep -m1 -o '[0-9.]* s in [0-9]* calls of [0-9]* ops' "$dir/timed")"
+else
+    echo "FAIL cli.op_timing  matmul_forward ${mf:-no} calls (want 27), attention_backward ${ab:-no}" \
+         "(want 6), weights $(cmp -s "$dir/plain.safetensors" "$dir/timed.safetensors" && echo bitwise ||
+         echo differ); $(grep -m1 'op timing\|error' "$dir/timed")"
+fi
+
 # A launcher killed alone (kill PID, not the terminal's Ctrl-C, which signals the whole
 # process group) takes its ranks with it: none trains on, orphaned.
 # The ranks: processes whose command line holds the run's marker (from /proc, not

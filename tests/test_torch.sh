@@ -14,4 +14,13 @@ status=0
 "$BUILD/tests/gpt_dump" --layers 3 --width 72 --heads 6 --seq 13 --vocab 97 --batch 3 \
     --out "$dir/odd.safetensors" || status=1
 "${PY:-/usr/bin/python3}" tests/torch_gpt.py check "$dir/odd.safetensors" | sed 's/torch\./torch.odd./' || status=1
+# scripts/gpu_ceilings.py (scripts/gpu_check.sh item 12) runs on a GPU only when one
+# is lent: a smoke run here, at small shapes on the CPU, keeps it from rotting.
+out=$("${PY:-/usr/bin/python3}" scripts/gpu_ceilings.py --device cpu --tokens 64 --width 64 \
+      --vocab 256 --iters 1 --attn 1,2,32,16 2>&1)
+if [ "$(grep -c '^CEILING name=gemm_' <<<"$out")" = 5 ] && grep -q '^# the five GEMMs together' <<<"$out"; then
+    echo "PASS torch.gpu_ceilings_smoke  $(grep -c '^CEILING' <<<"$out") ceilings measured on the CPU; $(grep '^# attention' <<<"$out" | cut -c3-)"
+else
+    echo "FAIL torch.gpu_ceilings_smoke  $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+fi
 exit $status
