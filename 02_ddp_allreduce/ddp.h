@@ -21,6 +21,9 @@ typedef struct {
     // Tests only (test_ddp --staged): take the host-copy path on the CPU too, so that
     // a CPU machine runs the code a GPU run takes through `staging`.
     int stage_on_host;
+    // Tests only (test_ddp --gpu-comm-on-host): take the GpuComm path on the CPU, `gpu`
+    // being tests/gpu_comm_host.c's stand-in, whose collectives run on the host.
+    int gpu_on_host;
 } DDP;
 
 void ddp_init(DDP *d, Comm *c, Group *g, Algo algo);
@@ -62,5 +65,5 @@ static inline void ddp_back_to_device(DDP *d, GPT *g, float *dev) {
         g->ctx->ops->to_device(g->ctx, dev, d->staging, g->n_params * sizeof(float));
 }
 static inline int ddp_on_gpu(const DDP *d, const GPT *g) {
-    return d->gpu && g->ctx->device == DEV_CUDA;
+    return d->gpu && (g->ctx->device == DEV_CUDA || d->gpu_on_host);
 }

@@ -18,7 +18,7 @@ $(BUILD)/$(S02)/baseline_mpi.o: $(S02)/baseline_mpi.c $(S02)/*.h common/*.h
 
 $(BUILD)/$(S02)/%.o: CFLAGS += -I$(S02)
 $(BUILD)/tests/test_collectives.o: CFLAGS += -I$(S02)
-$(BUILD)/tests/test_ddp.o: CFLAGS += -I$(S02)
+$(BUILD)/tests/test_ddp.o $(BUILD)/tests/gpu_comm_host.o: CFLAGS += -I$(S02)
 $(BUILD)/tests/test_gpu_comm.o: CFLAGS += -I$(S02)
 $(addprefix $(BUILD)/$(S02)/,ddp.o ddp_bf16.o ring.o collectives.o ddp_train.o bench_collectives.o) \
   $(BUILD)/tests/test_collectives.o $(BUILD)/tests/test_ddp.o: $(wildcard $(S02)/*.h)
@@ -29,7 +29,8 @@ $(BUILD)/bench_collectives: $(BUILD)/$(S02)/bench_collectives.o $(S02_OBJS) $(CO
 	$(LINK)
 $(BUILD)/tests/test_collectives: $(BUILD)/tests/test_collectives.o $(S02_OBJS) $(CORE_OBJS)
 	$(LINK)
-$(BUILD)/tests/test_ddp: $(BUILD)/tests/test_ddp.o $(S02_OBJS) $(CORE_OBJS)
+$(BUILD)/tests/test_ddp.o: tests/gpu_comm_host.h
+$(BUILD)/tests/test_ddp: $(BUILD)/tests/test_ddp.o $(BUILD)/tests/gpu_comm_host.o $(S02_OBJS) $(CORE_OBJS)
 	$(LINK)
 # The GPU collectives (common/comm_cuda.cu, in the core) against a serial sum and
 # against the host ring; exits 77 (skipped) without a CUDA device.

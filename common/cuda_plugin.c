@@ -145,6 +145,11 @@ int gpu_is_device_pointer(const void *p) {
         fn(x);                                                                             \
     }
 
+// The GPU collectives DDP calls are weak: a test program may define its own
+// (tests/gpu_comm_host.c runs them on the host, so that a CPU machine runs the code
+// a GPU run takes: test_ddp --gpu-comm-on-host).
+#define FORWARD_VOID_WEAK(name, params, args) __attribute__((weak)) FORWARD_VOID(name, params, args)
+
 // comm_cuda.h: the GPU collectives
 FORWARD(GpuComm *, gpu_comm_new, (Comm *c, Group *g, Ctx *ctx, GpuAlgo want), (c, g, ctx, want))
 FORWARD(GpuComm *, gpu_comm_try, (Comm *c, Group *g, Ctx *ctx, GpuAlgo want, char *why, size_t n),
@@ -153,12 +158,13 @@ FORWARD_FREE(gpu_comm_free, GpuComm)
 FORWARD(GpuAlgo, gpu_comm_algo, (const GpuComm *gc), (gc))
 FORWARD(int, gpu_comm_shared, (const GpuComm *gc), (gc))
 FORWARD(const char *, gpu_comm_describe, (const GpuComm *gc), (gc))
-FORWARD_VOID(gpu_allreduce, (GpuComm *gc, void *buf, size_t count, DType dt), (gc, buf, count, dt))
+FORWARD_VOID_WEAK(gpu_allreduce, (GpuComm *gc, void *buf, size_t count, DType dt),
+                  (gc, buf, count, dt))
 FORWARD_VOID(gpu_reduce_scatter, (GpuComm *gc, void *buf, size_t count, DType dt),
              (gc, buf, count, dt))
 FORWARD_VOID(gpu_all_gather, (GpuComm *gc, void *buf, size_t count, DType dt), (gc, buf, count, dt))
-FORWARD_VOID(gpu_broadcast, (GpuComm *gc, void *buf, size_t count, DType dt, int root),
-             (gc, buf, count, dt, root))
+FORWARD_VOID_WEAK(gpu_broadcast, (GpuComm *gc, void *buf, size_t count, DType dt, int root),
+                  (gc, buf, count, dt, root))
 FORWARD(double, gpu_copy_bandwidth, (Ctx *ctx, size_t bytes), (ctx, bytes))
 FORWARD_VOID(gpu_reduce_scatter_v,
              (GpuComm *gc, void *buf, size_t count, const size_t *lo, const size_t *hi, DType dt),

@@ -50,6 +50,11 @@ for n in 2 3 4; do run "ddp-collectives-np$n" "$BUILD/tests/test_ddp" --np "$n" 
 # taken on the CPU: a DDP that forgets ddp_back_to_device is right here only by luck.
 run ddp-collectives-staged-np3 "$BUILD/tests/test_ddp" --np 3 --staged --timeout 10
 run ddp-collectives-strided-staged-np4 "$BUILD/tests/test_ddp" --np 4 --strided --staged --timeout 10
+# And the path of a GPU run with a GpuComm (NCCL, CUDA IPC: ddp_on_gpu), its collectives
+# run on the host by tests/gpu_comm_host.c's stand-in: that branch is graded on a CPU too.
+run ddp-collectives-gpucomm-np3 "$BUILD/tests/test_ddp" --np 3 --gpu-comm-on-host --timeout 10
+run ddp-collectives-strided-gpucomm-np4 "$BUILD/tests/test_ddp" --np 4 --strided --gpu-comm-on-host \
+    --timeout 10
 # ... and over subgroups, as over a mesh's data-parallel group: the group's root and size.
 for n in 4 5; do
     run "ddp-collectives-strided-np$n" "$BUILD/tests/test_ddp" --np "$n" --strided --timeout 10

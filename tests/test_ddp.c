@@ -34,6 +34,7 @@
 #include "data.h"
 #include "ddp.h"
 #include "flags.h"
+#include "gpu_comm_host.h"
 #include "strided.h"
 
 #define SEED 1
@@ -81,16 +82,31 @@ static void compare(const float *got, const float *want, size_t n, Verdict *v) {
     v->want = want[v->index];
 }
 
+// Which of DDP's three paths a check takes: the host collectives on the CPU's own
+// buffers; through the host copy a GPU run without a GpuComm takes (--staged); through
+// a GpuComm, as a GPU run with NCCL or CUDA IPC (--gpu-comm-on-host: the stand-in of
+// tests/gpu_comm_host.h, its collectives on the host).
+typedef enum { PATH_HOST, PATH_STAGED, PATH_GPU_COMM } Path;
+
+static void ddp_take(DDP *d, Comm *c, Group *grp, Path path) {
+    ddp_init(d, c, grp, ALGO_NAIVE);
+    d->gpu = path == PATH_GPU_COMM ? gpu_comm_on_host(c, grp) : NULL;
+    d->gpu_on_host = path == PATH_GPU_COMM;
+    d->stage_on_host = path == PATH_STAGED;
+}
+static void ddp_drop(DDP *d, GPT *g) {
+    gpu_comm_on_host_free(d->gpu);  // ddp_free leaves the GpuComm to its owner
+    ddp_free(d, g);
+}
+
 static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
-static Verdict check_broadcast(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg, int staged) {
+static Verdict check_broadcast(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg, Path path) {
     int r = grp->rank, p = grp->size;
     GPT g;
     gpt_init(&g, ctx, cfg, SEED + r);  // replicas start different
-    DDP d = {0};
-    ddp_init(&d, c, grp, ALGO_NAIVE);
-    d.gpu = NULL;
-    d.stage_on_host = staged;
+    DDP d;
+    ddp_take(&d, c, grp, path);
     float *mine = host_params(ctx, cfg, SEED + r), *want = host_params(ctx, cfg, SEED);
     ddp_broadcast_params(&d, &g);
     Verdict v = {.whose = -1, .group = p, .member = r};
@@ -108,7 +124,7 @@ static Verdict check_broadcast(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *c
     }
     free(mine);
     free(want);
-    ddp_free(&d, &g);
+    ddp_drop(&d, &g);
     gpt_free(&g);
     return v;
 }
@@ -127,7 +143,7 @@ static void forward_backward(GPT *g, int rank, int world, int B, int T) {
 }
 
 static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfig *cfg, int B,
-                                   int staged) {
+                                   Path path) {
     int r = grp->rank, p = grp->size, T = cfg->seq_len;
     GPT g, one;
     gpt_init(&g, ctx, cfg, SEED);
@@ -137,10 +153,8 @@ static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfi
     size_t n = g.n_params;
     float *local = xmalloc(n * sizeof(float));
     memcpy(local, g.grads, n * sizeof(float));
-    DDP d = {0};
-    ddp_init(&d, c, grp, ALGO_NAIVE);
-    d.gpu = NULL;
-    d.stage_on_host = staged;
+    DDP d;
+    ddp_take(&d, c, grp, path);
     ddp_sync_grads(&d, &g);
 
     gpt_init(&one, ctx, cfg, SEED);  // the single process with all N*B rows
@@ -151,7 +165,7 @@ static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfi
     compare(g.grads, one.grads, n, &v);
     v.unchanged = p > 1 && same(g.grads, local, n);
     free(local);
-    ddp_free(&d, &g);
+    ddp_drop(&d, &g);
     gpt_free(&one);
     gpt_free(&g);
     return v;
@@ -159,7 +173,7 @@ static Verdict check_mean_gradient(Comm *c, Group *grp, Ctx *ctx, const GPTConfi
 
 // Rank 0 prints the line for one check from every rank's verdict.
 static void report(const char *name, const GPT *shape, int p, const Verdict *all, double tol,
-                   const char *what, int staged) {
+                   const char *what, Path path) {
     int worst = 0, bad = 0;
     for (int q = 0; q < p; q++) {
         if (!(all[q].err <= tol)) bad++;
@@ -176,10 +190,13 @@ static void report(const char *name, const GPT *shape, int p, const Verdict *all
         if (v->whose >= 0 && v->whose != v->member)
             printf(" -- these are member %d's initial weights: broadcast over d->group, DDP's "
                    "group, from its member 0", v->whose);
-        else if (v->unchanged && staged)
+        else if (v->unchanged && path == PATH_STAGED)
             printf(" -- unchanged by the call: through the host copy (as on a GPU), did the copy "
                    "go to the host first (ddp_host_view(..., 1)) and the result back "
                    "(ddp_back_to_device)?");
+        else if (v->unchanged && path == PATH_GPU_COMM)
+            printf(" -- unchanged by the call: with a GpuComm (d->gpu, as on a GPU with NCCL), "
+                   "did its collective run (comm_cuda.h's gpu_allreduce / gpu_broadcast)?");
         else if (v->unchanged) printf(" -- unchanged by the call: did it communicate at all?");
         else if (v->group > 1 && fabs(v->scale - v->group) < 0.05 * v->group)
             printf(" -- that is the sum over the %d ranks, not the mean: scale by 1/N%s", v->group,
@@ -196,7 +213,7 @@ static void report(const char *name, const GPT *shape, int p, const Verdict *all
 }
 
 int main(int argc, char **argv) {
-    int np = 2, B = 2, strided = 0, staged = 0;
+    int np = 2, B = 2, strided = 0, staged = 0, gpu_comm = 0;
     double timeout = 30;
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
@@ -207,9 +224,13 @@ int main(int argc, char **argv) {
                "runs over the data-parallel group of a mesh"),
         F_BOOL("--staged", &staged, "through the host copy a GPU run takes (ddp_host_view, the "
                "collective, ddp_back_to_device), here on the CPU"),
+        F_BOOL("--gpu-comm-on-host", &gpu_comm, "through the GpuComm a GPU run takes (NCCL, "
+               "CUDA IPC), its collectives run on the host (tests/gpu_comm_host.h)"),
     };
     flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_ddp [flags]",
                 "Checks DDP's weight broadcast and gradient mean against one process.");
+    if (staged && gpu_comm) flags_fail("--staged and --gpu-comm-on-host are two paths: pick one");
+    Path path = staged ? PATH_STAGED : gpu_comm ? PATH_GPU_COMM : PATH_HOST;
     CommConfig cc = {.np = np, .timeout_s = timeout};
     Comm *c = comm_launch(&cc);
     Group *world = comm_world(c);
@@ -224,7 +245,8 @@ int main(int argc, char **argv) {
 
     char names[2][64];
     char variant[24];
-    snprintf(variant, sizeof variant, "%s%s", strided ? ".strided" : "", staged ? ".staged" : "");
+    snprintf(variant, sizeof variant, "%s%s", strided ? ".strided" : "",
+             path == PATH_STAGED ? ".staged" : path == PATH_GPU_COMM ? ".gpucomm" : "");
     snprintf(names[0], sizeof names[0], "ddp.broadcast_params.np%d%s", p, variant);
     snprintf(names[1], sizeof names[1], "ddp.mean_gradient.np%d%s", p, variant);
     if (r == 0) {
@@ -232,18 +254,18 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     for (int k = 0; k < 2; k++) {
-        Verdict mine = k == 0 ? check_broadcast(c, grp, &ctx, &cfg, staged)
-                              : check_mean_gradient(c, grp, &ctx, &cfg, B, staged);
+        Verdict mine = k == 0 ? check_broadcast(c, grp, &ctx, &cfg, path)
+                              : check_mean_gradient(c, grp, &ctx, &cfg, B, path);
         if (r == 0) {
             Verdict all[COMM_MAX_RANKS];
             all[0] = mine;
             for (int q = 1; q < p; q++) comm_recv(c, world, q, &all[q], sizeof all[q]);
             if (k == 0)
                 report(names[0], &shape, p, all, 0, "every rank holds rank 0's weights, bitwise",
-                       staged);
+                       path);
             else
                 report(names[1], &shape, p, all, 1e-5,
-                       "every rank's gradient = one process's on all N*B rows", staged);
+                       "every rank's gradient = one process's on all N*B rows", path);
         } else {
             comm_send(c, world, 0, &mine, sizeof mine);
         }

@@ -36,7 +36,7 @@ void ddp_free(DDP *d, GPT *g) {
 // rank 0, bit for bit, wherever the weights live (a GPU run's copy included).
 // Checked (tests/test_ddp.c, ddp.broadcast_params.*) on 2-5 ranks, on subgroups (where
 // rank 0 is the group's, not the world's), through the host copy a GPU run takes
-// (--staged), and by ddp_train with the drivers' default --algo ring.
+// (--staged) and through a GpuComm (.gpucomm), and by ddp_train with --algo ring.
 // Pitfalls: not every algorithm has every collective (collective_has, collectives.h:
 // the ring has no broadcast); a host view that never saw the device's weights, or
 // whose result never goes back to them.
@@ -54,9 +54,9 @@ void ddp_broadcast_params(DDP *d, GPT *g) {
 // Checked (ddp.mean_gradient.*, ddp.equals_single_process.*): the gradient itself
 // against one process on all N*B rows (within 1e-5), on subgroups, --staged; five
 // AdamW steps against the single process, with one all-reduce a step of the
-// algorithm's bytes. The CPU grader cannot run the ddp_on_gpu branch (only
-// scripts/gpu_check.sh on a GPU does), and there a host loop over g->grads would read
-// device memory.
+// algorithm's bytes; and the ddp_on_gpu branch, on the CPU, through a stand-in GpuComm
+// whose collectives run on the host (ddp.*.gpucomm, tests/gpu_comm_host.h). On a real
+// GPU a host loop over g->grads would read device memory.
 // Pitfalls: the sum without the mean (AdamW and clipping hide it from the weights:
 // the gradient is compared directly); the mean over the world instead of the group;
 // a fixed algorithm; results left in the host copy.
