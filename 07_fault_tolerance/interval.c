@@ -41,8 +41,8 @@ static void sweep(const Setup *s, int points, const char *mtbf_from) {
     double best_model_T = goodput_best_interval(s->C, s->M, s->R, &best_g);
     printf("# ckpt_interval: checkpoint cost C = %g s, MTBF M = %g s = %.3g h (%s),"
            " restart R = %g s\n", s->C, s->M, s->M / 3600, mtbf_from, s->R);
-    printf("# Young sqrt(2CM) = %.1f s; Daly (2006, higher order) = %.1f s;"
-           " sqrt(2CM) - C = %.1f s (not Daly's)\n", young, daly, young - s->C);
+    printf("# Young = %.1f s; Daly (2006, higher order) = %.1f s;"
+           " Young - C = %.1f s (not Daly's)\n", young, daly, young - s->C);
     printf("# the model's optimum (goodput.c: exact for this simulation): T = %.1f s,"
            " goodput %.5f\n", best_model_T, best_g);
     printf("# simulated: %g expected failures per interval (horizon %.4g s), seed %llu, the same"

@@ -9,10 +9,12 @@
 #pragma once
 #include <stdint.h>
 
-// Young (1974): sqrt(2·C·M).
+// Young (1974): the interval T that minimises the lesson's first-order waste per unit
+// time, C/T + T/(2M) (derive it).
 double young_interval(double C, double M);
-// Daly (2006), the higher-order estimate (not the sqrt(2CM) - C some codes call Daly's):
-// sqrt(2CM)·[1 + (1/3)·sqrt(C/(2M)) + (1/9)·C/(2M)] - C for C < 2M, else M.
+// Daly (2006), the higher-order estimate (not Young's interval minus C, which some codes
+// call Daly's): T_Y·[1 + (1/3)·sqrt(C/(2M)) + (1/9)·C/(2M)] - C for C < 2M, else M,
+// where T_Y is Young's interval.
 double daly_interval(double C, double M);
 
 // What one simulated run did (every time in seconds of wall clock).

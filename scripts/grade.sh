@@ -240,7 +240,7 @@ tests_of_part() {  # tests_of_part I
     done
     list=${list# }; echo "${list// /,}" | sed 's/,$//'
 }
-declare -A done_files
+declare -A done_files=()
 all_files=$(for i in "${!names[@]}"; do echo "${files[$i]//,/ }"; done | tr ' ' '\n' | sort -u | tr '\n' ' ')
 if [ "$isolate" = 1 ]; then
     for i in "${!names[@]}"; do

@@ -41,11 +41,11 @@
 // ZeRO-3, FSDP, HSDP) equal to DDP at 1-5 ranks, ring and naive, with accumulation;
 // HSDP's gradient norm every step; memory = the stage-01 calculator; the bytes sent
 // (a mixed-bf16 run sends its weights as bf16).
-// Pitfalls: the norm of the local shard alone (each rank would clip by a different
-// factor); a sum of squares that counts a shard twice (HSDP's replicas hold the same
-// one); the mean over the shard group (s->dp) instead of all ranks; at(i) forgotten
-// from FSDP's second unit on; ZeRO-1/2 without the weights' all-gather, or with one
-// written again in fp32.
+// Pitfalls: a norm or a mean over the wrong set of ranks. Which ranks hold different
+// shards of the gradient, and which hold the same one (HSDP has both)? Every rank
+// must clip by the same factor. An FSDP rank owns one range per unit: is each at its
+// own place? ZeRO-1/2's weights must be whole on every rank afterwards, sent as
+// the recipe sends them.
 double sharded_step(Sharded *s) {
     (void)s;
     // TODO(exercise)
