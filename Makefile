@@ -67,7 +67,7 @@ stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 # The core: common/ alone. Its objects name no stage (tests/test_layering.sh checks
 # them with nm).
 CORE := log dtype rng ledger flags files json safetensors safetensors_json safetensors_write ctx ops_timed \
-        ops_cpu ops_cpu_precision model_layout model_acts model_backward model optim data perf \
+        ops_cpu ops_cpu_precision ops_cpu_flash model_layout model_acts model_backward model optim data perf \
         comm launch comm_shm comm_tcp train_state train_ext train_args train_job trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 # The training extensions linked into every driver: each stage in the build that
@@ -113,7 +113,7 @@ endif
 
 # The core's programs: the single-process baseline, the GEMM ceiling, and the tests
 # of the core alone (stage folders add theirs: NN_*/stage.mk).
-TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_model \
+TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_flash test_model \
          gpt_dump test_comm compare_params test_json
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 DRIVERS += $(BUILD)/train

@@ -101,6 +101,18 @@ struct Ops {
     void (*attention_backward)(Ctx *, float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att,
                                int B, int T, int C, int NH, DType rt);
+    // The same attention without the (T,T) matrix (FlashAttention-2's tiles and online
+    // softmax: ops_cpu_flash.c says how, flash_tiles.h which tiles): out as above, to
+    // rounding, and lse(B,NH,T), each query row's log-sum-exp of its scaled scores, all
+    // the backward keeps. rt as above: the unnormalised probabilities are rounded before
+    // they multiply v; in the backward, the probabilities and their gradient before
+    // their GEMMs. NULL in the CUDA table until its kernel lands (the GPU-speed work).
+    void (*flash_attention_forward)(Ctx *, float *out, float *lse, const float *qkv,
+                                    int B, int T, int C, int NH, DType rt);
+    // dqkv += d(out)/d(qkv) given dout, from the forward's out and lse; no scratch.
+    void (*flash_attention_backward)(Ctx *, float *dqkv, const float *dout, const float *qkv,
+                                     const float *out, const float *lse, int B, int T, int C,
+                                     int NH, DType rt);
 
     // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
     void (*gelu_forward)(Ctx *, float *out, const float *inp, size_t n);

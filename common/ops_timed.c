@@ -77,6 +77,13 @@ TIMED(attention_backward,
       (Ctx *ctx, float *dqkv, float *scratch, const float *dout, const float *qkv,
        const float *att, int B, int T, int C, int NH, DType rt),
       (ctx, dqkv, scratch, dout, qkv, att, B, T, C, NH, rt))
+TIMED(flash_attention_forward,
+      (Ctx *ctx, float *out, float *lse, const float *qkv, int B, int T, int C, int NH, DType rt),
+      (ctx, out, lse, qkv, B, T, C, NH, rt))
+TIMED(flash_attention_backward,
+      (Ctx *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+       const float *lse, int B, int T, int C, int NH, DType rt),
+      (ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, rt))
 TIMED(gelu_forward, (Ctx *ctx, float *out, const float *inp, size_t n), (ctx, out, inp, n))
 TIMED(gelu_backward, (Ctx *ctx, float *dinp, const float *inp, const float *dout, size_t n),
       (ctx, dinp, inp, dout, n))
@@ -186,11 +193,12 @@ void ops_timing_wrap(Ctx *ctx) {
     t->inner = ctx->ops;
     t->table = *ctx->ops;  // alloc, free, host memory, synchronize: untimed
     t->table.destroy = timed_destroy;
-#define USE(op) t->table.op = timed_##op
+#define USE(op) if (t->inner->op) t->table.op = timed_##op  // (a NULL op stays NULL)
     USE(memset0); USE(to_device); USE(to_host); USE(copy);
     USE(matmul_forward); USE(matmul_backward); USE(embedding_forward); USE(embedding_backward);
     USE(layernorm_forward); USE(layernorm_backward); USE(attention_forward);
-    USE(attention_backward); USE(gelu_forward); USE(gelu_backward); USE(residual_forward);
+    USE(attention_backward); USE(flash_attention_forward); USE(flash_attention_backward);
+    USE(gelu_forward); USE(gelu_backward); USE(residual_forward);
     USE(accumulate); USE(crossentropy_forward); USE(crossentropy_backward);
     USE(embedding_lookup_forward); USE(embedding_lookup_backward); USE(position_forward);
     USE(position_backward); USE(logits_max); USE(logits_sumexp); USE(crossentropy_loss);
@@ -198,13 +206,17 @@ void ops_timing_wrap(Ctx *ctx) {
     USE(quantize_fp8); USE(matmul_fp8_forward); USE(matmul_fp8_backward); USE(pack_half);
     USE(unpack_half); USE(adamw_update); USE(sum_squares); USE(scale);
 #undef USE
-    // An op added to ops.h is timed here too: only the seven entries above (and name,
-    // init, destroy) may be the backend's own.
+    // An op added to ops.h is timed here too: only the seven entries above (name, init,
+    // alloc, free, host_alloc, host_free, synchronize) may be the backend's own, besides
+    // the ops the backend lacks (NULL: nothing to call, nothing to time).
+    static const char null_entry[sizeof(void (*)(void))];
     int own = 0;
-    for (size_t i = 0; i < SLOTS; i++)
-        own += memcmp((const char *)&t->table + i * sizeof(void (*)(void)),
-                      (const char *)t->inner + i * sizeof(void (*)(void)),
-                      sizeof(void (*)(void))) == 0;
+    for (size_t i = 0; i < SLOTS; i++) {
+        const char *mine = (const char *)&t->table + i * sizeof null_entry;
+        const char *theirs = (const char *)t->inner + i * sizeof null_entry;
+        own += memcmp(mine, theirs, sizeof null_entry) == 0 &&
+               memcmp(theirs, null_entry, sizeof null_entry) != 0;
+    }
     CHECK(own <= 7, "ops_timed.c times %zu of the %zu entries of ops.h's table: time the new op "
           "there too", SLOTS - own, SLOTS);
     t->since = now_seconds();
