@@ -92,7 +92,7 @@ endif
 # a CPU run does not pay for mapping cuBLAS and NCCL). Without nvcc there is no
 # library and cuda_plugin.c answers "this build has no CUDA". The probe's meaning
 # (cuda_probe.c: skip or fail, which GPU a rank takes) is C, in every build.
-CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_attention ops_cuda_split ops_cuda_precision ops_cuda_fp8 comm_cuda \
+CUDA_SRCS := ops_cuda ops_cuda_layers ops_cuda_attention ops_cuda_flash ops_cuda_split ops_cuda_precision ops_cuda_fp8 comm_cuda \
              comm_cuda_nccl comm_cuda_ipc cuda_query comm_cuda_p2p comm_cuda_p2p_nccl gpu_clock
 CUDA_OBJS := $(CUDA_SRCS:%=$(BUILD)/common/%.o)
 CORE_OBJS += $(BUILD)/common/cuda_probe.o $(BUILD)/common/cuda_plugin.o

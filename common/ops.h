@@ -106,7 +106,8 @@ struct Ops {
     // rounding, and lse(B,NH,T), each query row's log-sum-exp of its scaled scores, all
     // the backward keeps. rt as above: the unnormalised probabilities are rounded before
     // they multiply v; in the backward, the probabilities and their gradient before
-    // their GEMMs. NULL in the CUDA table until its kernel lands (the GPU-speed work).
+    // their GEMMs. (The CUDA kernels, ops_cuda_flash.cu, are a first, correct version:
+    // the tensor-core one is the GPU-speed work's next measured step.)
     void (*flash_attention_forward)(Ctx *, float *out, float *lse, const float *qkv,
                                     int B, int T, int C, int NH, DType rt);
     // dqkv += d(out)/d(qkv) given dout, from the forward's out and lse; no scratch.

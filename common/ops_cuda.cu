@@ -314,9 +314,8 @@ static const Ops ops_cuda = {
     .embedding_forward = cuda_embedding_forward, .embedding_backward = cuda_embedding_backward,
     .layernorm_forward = cuda_layernorm_forward, .layernorm_backward = cuda_layernorm_backward,
     .attention_forward = cuda_attention_forward, .attention_backward = cuda_attention_backward,
-    // Not yet on the GPU: the flash kernels are the next step of the GPU-speed work,
-    // written against their CPU twin (ops_cpu_flash.c) when a GPU can test them.
-    .flash_attention_forward = NULL, .flash_attention_backward = NULL,
+    .flash_attention_forward = cuda_flash_attention_forward,
+    .flash_attention_backward = cuda_flash_attention_backward,
     .gelu_forward = cuda_gelu_forward, .gelu_backward = cuda_gelu_backward,
     .residual_forward = cuda_residual_forward, .accumulate = cuda_accumulate,
     .crossentropy_forward = cuda_crossentropy_forward,

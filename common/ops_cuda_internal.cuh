@@ -95,6 +95,12 @@ void cuda_attention_forward(Ctx *ctx, float *out, float *att, const float *qkv, 
                             int NH, DType rt);
 void cuda_attention_backward(Ctx *ctx, float *dqkv, float *ds, const float *dout, const float *qkv,
                              const float *att, int B, int T, int C, int NH, DType rt);
+// ops_cuda_flash.cu: attention without the (T,T) matrix.
+void cuda_flash_attention_forward(Ctx *ctx, float *out, float *lse, const float *qkv, int B, int T,
+                                  int C, int NH, DType rt);
+void cuda_flash_attention_backward(Ctx *ctx, float *dqkv, const float *dout, const float *qkv,
+                                   const float *out, const float *lse, int B, int T, int C, int NH,
+                                   DType rt);
 void cuda_crossentropy_forward(Ctx *ctx, float *losses, const float *logits, const int *targets,
                                int N, int V);
 void cuda_crossentropy_backward(Ctx *ctx, float *dlogits, const float *logits, const int *targets,

@@ -294,6 +294,7 @@ int main(int argc, char **argv) {
         test_layernorm(e, d);
         test_attention(e, d);
         test_attention_bf16(e, d);
+        test_flash_attention(e, d);
         test_elementwise(e, d);
         test_crossentropy(e, d);
         test_vocab_split(e, d);

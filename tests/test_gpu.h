@@ -83,6 +83,7 @@ void test_matmul_fp8(Env *e, const Dims *d);   // through cuBLASLt (test_gpu_fp8
 void test_embedding(Env *e, const Dims *d);
 void test_layernorm(Env *e, const Dims *d);
 void test_attention(Env *e, const Dims *d);
+void test_flash_attention(Env *e, const Dims *d);  // attention without (T,T) (test_gpu_bf16.c)
 void test_elementwise(Env *e, const Dims *d);
 void test_crossentropy(Env *e, const Dims *d);
 void test_vocab_split(Env *e, const Dims *d);

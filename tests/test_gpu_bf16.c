@@ -1,6 +1,7 @@
 // test_gpu_bf16.c — the CUDA backend's bf16 GEMMs on the tensor cores against the
 // CPU (ctx->gemm_dtype = DT_BF16, stage 06's bf16 recipes): the linear layers'
-// matmul and the attention's batched GEMMs. On inputs that are bf16 values both
+// matmul and the attention's batched GEMMs; and, at the end, the attention without
+// the (T,T) matrix (flash_attention_*), in fp32 and bf16. On inputs that are bf16 values both
 // compute the same exact products, summed in fp32 in another order, so each check
 // holds the two to a tolerance from that order (tol_bf16), and one feeds inputs
 // that are not bf16 on purpose, to see that the bf16 path ran.
@@ -258,4 +259,47 @@ void test_attention_bf16(Env *e, const Dims *d) {
     buf_free(e, &qh), buf_free(e, &atth), buf_free(e, &dh);
     Buf *all[] = {&qkv, &dout, &out, &att, &dqkv, &scratch, &dx, &d1};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+}
+
+// Attention without the (T,T) matrix (ops_cuda_flash.cu) against the CPU's
+// (ops_cpu_flash.c): out, lse and dqkv (starting non-zero: the backward adds), in fp32
+// within the forward's and gradients' tolerances; with rt = bf16 on bf16 inputs within
+// TOL_FLIP (the two round the same numbers, summed in another order, and a rounding
+// may land on the other side); the GPU's backward twice, the same bits (no atomics).
+void test_flash_attention(Env *e, const Dims *d) {
+    int B = d->B, T = d->T, C = d->C, NH = d->NH;
+    size_t BTC = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    char what[96];
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        DType rt = bf16 ? DT_BF16 : DT_F32;
+        const char *tag = bf16 ? "flash_bf16" : "flash";
+        Buf qkv = bf16 ? buf_bf16(e, 3 * BTC, 1.0f) : buf_normal(e, 3 * BTC, 0.0f, 1.0f);
+        Buf dout = bf16 ? buf_bf16(e, BTC, 1.0f) : buf_normal(e, BTC, 0.0f, 1.0f);
+        Buf out = buf_zero(e, BTC * sizeof(float)), lse = buf_zero(e, nlse * sizeof(float));
+        Buf dqkv = buf_normal(e, 3 * BTC, 0.0f, 1.0f);
+        for (int dev = 0; dev < 2; dev++) {
+            Ctx *x = ctx_of(e, dev);
+            x->ops->flash_attention_forward(x, on(&out, dev), on(&lse, dev), on(&qkv, dev), B, T, C,
+                                            NH, rt);
+        }
+        snprintf(what, sizeof what, "%s_forward.out", tag);
+        check_buf(e, what, &out, bf16 ? TOL_FLIP : TOL_FWD);
+        snprintf(what, sizeof what, "%s_forward.lse", tag);
+        check_buf(e, what, &lse, TOL_FWD);
+        for (int dev = 0; dev < 2; dev++) {  // each side's own out and lse, as in a model
+            Ctx *x = ctx_of(e, dev);
+            x->ops->flash_attention_backward(x, on(&dqkv, dev), on(&dout, dev), on(&qkv, dev),
+                                             on(&out, dev), on(&lse, dev), B, T, C, NH, rt);
+        }
+        snprintf(what, sizeof what, "%s_backward.dqkv", tag);
+        check_buf(e, what, &dqkv, bf16 ? TOL_FLIP : TOL_GRAD);
+        void *first = read_back(&e->gpu, dqkv.g, dqkv.bytes);
+        snprintf(what, sizeof what, "%s_backward.dqkv deterministic", tag);
+        RERUN_GPU_SAME_BITS(e, what, dqkv, first,
+                            e->gpu.ops->flash_attention_backward(&e->gpu, dqkv.g, dout.g, qkv.g,
+                                                                 out.g, lse.g, B, T, C, NH, rt));
+        free(first);
+        Buf *all[] = {&qkv, &dout, &out, &lse, &dqkv};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(e, all[i]);
+    }
 }
