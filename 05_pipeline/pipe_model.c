@@ -85,6 +85,7 @@ static float pipe_micro_batches(GPT *g, const int *tokens, const int *targets, i
             gpt_set_recompute(P->model[c], g->recompute, g->recompute_every);
             gpt_set_precision(P->model[c], g->prec.recipe, g->prec.seed);
             gpt_set_acts_fp32(P->model[c], g->acts_fp32);
+            gpt_set_flash_attention(P->model[c], g->flash_attention);
         }
         // One rank computes one chunk at a time: one workspace, one shared layer.
         gpt_alloc_workspace_shared(P->model, P->v, B, T);

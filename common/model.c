@@ -207,7 +207,12 @@ static LayerActs forward_target(const GPT *g, int l) {
 void gpt_attention_forward(GPT *g, const LayerActs *a, int B, int T) {
     int t = g->tp.size, Cl = g->cfg.n_embd / t, NHl = g->cfg.n_head / t;
     // (att comes out rounded to the recipe's type: the op rounds it before att @ v.)
-    g->ctx->ops->attention_forward(g->ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl, g->prec.dtype);
+    if (g->flash_attention)
+        g->ctx->ops->flash_attention_forward(g->ctx, a->atty, a->lse, a->qkv, B, T, Cl, NHl,
+                                             g->prec.dtype);
+    else
+        g->ctx->ops->attention_forward(g->ctx, a->atty, a->att, a->qkv, B, T, Cl, NHl,
+                                       g->prec.dtype);
     gpt_round(g, a->atty, (size_t)B * T * Cl);
 }
 

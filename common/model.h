@@ -114,7 +114,9 @@ typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C), (B,T), (B,T)
     float *qkv;                        // (B,T,3C)
     float *atty;                       // (B,T,C)  attention output before c_proj
-    float *att;                        // (B,NH,T,T) softmax probabilities
+    float *att;                        // (B,NH,T,T) softmax probabilities (NULL: flash)
+    float *lse;                        // (B,NH,T) each query row's log-sum-exp, what flash
+                                       // attention keeps instead of att (NULL otherwise)
     float *res_att;                    // (B,T,C)  x + attn
     float *ln2, *ln2_mean, *ln2_rstd;
     float *fch;                        // (B,T,4C) before GELU
@@ -305,6 +307,9 @@ struct GPT {
                                 // gathered input, and its full-width gradient
     GPTParallel tp;             // size 1: serial
 
+    // Attention without the (T,T) matrix (gpt_set_flash_attention, before the
+    // activations exist): ops.h's flash_attention_* pair, att NULL and lse kept.
+    int flash_attention;
     // Activation recompute (gpt_set_recompute, before the activations exist).
     int recompute, recompute_every;  // GPTRecompute; every k-th layer (1: all)
     LayerActs remat;            // SELECTIVE: att; FULL or packed layers: one whole layer
@@ -425,6 +430,14 @@ DType gpt_recipe_dtype(GPTRecipe r);               // what it rounds to: fp32, b
 const char *gpt_recipe_name(GPTRecipe r);          // "fp32", "mixed-bf16", ...
 int gpt_recipe_parse(const char *s, GPTRecipe *r); // 0 on success
 #define GPT_RECIPES "fp32|mixed-bf16|mixed-fp16|bf16|bf16-sr|fp8"
+
+// ---- the attention's algorithm
+// on = 1: FlashAttention's tiles (ops.h's flash_attention_*): each layer keeps its
+// query rows' log-sum-exp, B*NH*T floats, instead of the (T,T) probabilities,
+// B*NH*T*T, and the backward recomputes them tile by tile. The same function, summed
+// in another order (test_flash.c). Call before the activations are allocated.
+// Selective recompute, which exists to drop those probabilities, is refused with it.
+void gpt_set_flash_attention(GPT *g, int on);
 
 // ---- activation recompute (stage 06)
 // Chooses what the forward keeps (GPTRecompute above; every >= 1). Call before

@@ -12,7 +12,7 @@
 // This rank's shapes. Serial: t = 1, every size the whole model's. Tensor
 // parallel: the split widths (heads, MLP, vocabulary) are 1/t; with sequence
 // parallelism the residual stream and the LayerNorms keep N/t token rows.
-typedef struct { size_t t, C, Cl, Vl, BT, Nl, att; } Shapes;
+typedef struct { size_t t, C, Cl, Vl, BT, Nl, att, lse; } Shapes;
 static Shapes shapes(const GPT *g, int B, int T) {
     const GPTConfig *c = &g->cfg;
     Shapes s;
@@ -22,15 +22,20 @@ static Shapes shapes(const GPT *g, int B, int T) {
     s.Vl = gpt_vocab_block(c, (int)s.t);
     s.BT = (size_t)B * T;
     s.Nl = g->tp.sp ? s.BT / s.t : s.BT;
-    s.att = (size_t)B * (c->n_head / s.t) * T * T;
+    // The attention keeps its (T,T) probabilities, or with flash attention only each
+    // query row's log-sum-exp.
+    size_t rows = (size_t)B * (c->n_head / s.t) * T;
+    s.att = g->flash_attention ? 0 : rows * T;
+    s.lse = g->flash_attention ? rows : 0;
     return s;
 }
 
 // Per layer, per token row: ln1 C, stats 2, res_att C, ln2 C, stats 2, res_mlp C on
 // the residual stream's rows; qkv 3C, atty C, fch 4C, fch_gelu 4C (1/t of each) on
-// every token: 16C + 4 per token when t = 1, plus the attention matrix.
+// every token: 16C + 4 per token when t = 1, plus the attention matrix (or, flash,
+// the log-sum-exp of its rows).
 static size_t layer_floats(const Shapes *s) {
-    return s->Nl * (4 * s->C + 4) + s->BT * 12 * s->Cl + s->att;
+    return s->Nl * (4 * s->C + 4) + s->BT * 12 * s->Cl + s->att + s->lse;
 }
 
 // The mixed recipes keep a layer's saved tensors in 2 bytes a value (bf16 or fp16):
@@ -62,10 +67,11 @@ static size_t layer_packed_elems(const GPT *g, const Shapes *s) {
 
 // What layer l keeps in fp32 for its backward (gpt_set_recompute): a whole layer,
 // all but the attention matrix, or only its output; a packed layer its statistics
-// and its output. Tensors it does not keep stay NULL.
+// (the LayerNorms', and flash attention's log-sum-exp) and its output. Tensors it
+// does not keep stay NULL.
 static size_t layer_kept_floats(const GPT *g, const Shapes *s, int l) {
     if (gpt_layer_recomputed(g, l)) return s->Nl * s->C;
-    if (gpt_layer_packed(g, l)) return s->Nl * (s->C + 4);
+    if (gpt_layer_packed(g, l)) return s->Nl * (s->C + 4) + s->lse;
     return layer_floats(s) - (g->recompute == GPT_RECOMPUTE_SELECTIVE ? s->att : 0);
 }
 
@@ -76,7 +82,8 @@ static void take_layer(LayerActs *x, float **p, const Shapes *s, int full, int a
     if (full) {
         x->ln1 = TAKE(Nl * C); x->ln1_mean = TAKE(Nl); x->ln1_rstd = TAKE(Nl);
         x->qkv = TAKE(BT * 3 * Cl); x->atty = TAKE(BT * Cl);
-        x->att = att ? TAKE(s->att) : NULL;
+        x->att = att && s->att ? TAKE(s->att) : NULL;
+        x->lse = s->lse ? TAKE(s->lse) : NULL;
         x->res_att = TAKE(Nl * C);
         x->ln2 = TAKE(Nl * C); x->ln2_mean = TAKE(Nl); x->ln2_rstd = TAKE(Nl);
         x->fch = TAKE(BT * 4 * Cl); x->fch_gelu = TAKE(BT * 4 * Cl);
@@ -95,6 +102,7 @@ static void take_packed_layer(const GPT *g, LayerActs *x, float **p, uint16_t **
     x->ln1_mean = TAKE(s->Nl); x->ln1_rstd = TAKE(s->Nl);
     x->ln2_mean = TAKE(s->Nl); x->ln2_rstd = TAKE(s->Nl);
     x->res_mlp = TAKE(s->Nl * s->C);
+    x->lse = s->lse ? TAKE(s->lse) : NULL;  // not a value of the recipe's type: fp32
 #undef TAKE
     x->packed = *q;
     *q += layer_packed_elems(g, s);
@@ -209,7 +217,7 @@ static void move_packed(GPT *g, int l, int B, int T, int pack) {
                   sb.BT * 4 * sb.Cl, sb.BT * 4 * sb.Cl, sb.att};
     uint16_t *q = x->packed;
     for (int i = 0; i < 8; q += at[i], i++) {
-        if (!t[i]) continue;  // the attention matrix under selective recompute
+        if (!t[i] || !n[i]) continue;  // no attention matrix: selective recompute, flash
         if (pack) ctx->ops->pack_half(ctx, q, t[i], n[i], g->prec.dtype);
         else ctx->ops->unpack_half(ctx, t[i], q, n[i], g->prec.dtype);
     }
@@ -285,6 +293,16 @@ void gpt_alloc_workspace_shared(GPT *const *models, int n, int B, int T) {
     }
 }
 
+void gpt_set_flash_attention(GPT *g, int on) {
+    CHECK(!g->acts.buffer && !g->work_buffer, "gpt_set_flash_attention after the activations "
+          "were allocated");
+    CHECK(!on || g->recompute != GPT_RECOMPUTE_SELECTIVE, "flash attention keeps no attention "
+          "matrix for selective recompute to drop: use --recompute none or full with it");
+    CHECK(!on || g->ctx->ops->flash_attention_forward, "flash attention: the %s backend has no "
+          "flash_attention_forward", g->ctx->ops->name);
+    g->flash_attention = on;
+}
+
 void gpt_set_recompute(GPT *g, GPTRecompute level, int every) {
     CHECK(!g->acts.buffer && !g->work_buffer, "gpt_set_recompute after the activations were "
           "allocated");
@@ -292,6 +310,9 @@ void gpt_set_recompute(GPT *g, GPTRecompute level, int every) {
           "recompute level %d every %d", (int)level, every);
     CHECK(level == GPT_RECOMPUTE_NONE || (g->plugins && g->plugins->recompute_layer),
           "recompute %d needs the recompute plugin (g->plugins: stage 06)", (int)level);
+    CHECK(level != GPT_RECOMPUTE_SELECTIVE || !g->flash_attention, "selective recompute drops "
+          "the attention matrix, which flash attention does not keep: use --recompute none or "
+          "full with --attention flash");
     g->recompute = level;
     g->recompute_every = every;
 }

@@ -74,6 +74,19 @@ void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int
     fire_hook(g, L + 1);
 }
 
+// dqkv += the attention's input gradient from datty (g's workspace), by the algorithm
+// its forward ran: from the saved (T,T) probabilities, or flash attention's tiles
+// from the saved log-sum-exp and output.
+static void attention_backward(GPT *g, const LayerActs *a, int B, int T, int C, int NH) {
+    Ctx *ctx = g->ctx;
+    if (g->flash_attention)
+        ctx->ops->flash_attention_backward(ctx, g->dqkv, g->datty, a->qkv, a->atty, a->lse, B, T,
+                                           C, NH, g->prec.dtype);
+    else
+        ctx->ops->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, C, NH,
+                                     g->prec.dtype);
+}
+
 void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, int l, int B,
                         int T) {
     gpt_claim_gemm(g);
@@ -105,8 +118,7 @@ void gpt_layer_backward(GPT *g, const LayerActs *a, const float *x, float *dx, i
                     N, Cl, C);
     gpt_round(g, g->datty, n1);
     o->memset0(ctx, g->dqkv, (size_t)N * 3 * Cl * sizeof(float));
-    o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, Cl, NHl,
-                          g->prec.dtype);
+    attention_backward(g, a, B, T, Cl, NHl);
     gpt_round(g, g->dqkv, 3 * n1);
     P->column_backward(g, g->dln, D(GPT_QKVW), D(GPT_QKVB), g->dqkv, a->ln1, W(GPT_QKVW), N, C,
                        3 * Cl);
@@ -193,8 +205,7 @@ void gpt_blocks_backward_input(GPT *g, const float *x, float *dx, int l0, int l1
         o->matmul_backward(ctx, g->datty, NULL, NULL, dx, a->atty, W(GPT_ATTPROJW), N, C, C);
         gpt_round(g, g->datty, NC);
         o->memset0(ctx, g->dqkv, 3 * bytes);
-        o->attention_backward(ctx, g->dqkv, g->datt, g->datty, a->qkv, a->att, B, T, C, NH,
-                              g->prec.dtype);
+        attention_backward(g, a, B, T, C, NH);
         gpt_round(g, g->dqkv, 3 * NC);
         o->copy(ctx, k + KEEP_QKV * NC, g->dqkv, 3 * bytes);
         o->memset0(ctx, g->dln, bytes);

@@ -31,6 +31,7 @@ void train_args_default(TrainArgs *a) {
     a->grad_clip = 1.0;
     a->seed = 1;
     a->precision = "fp32";
+    a->attention = "materialized";
     a->n_ext = train_extensions(a->ext);
     for (int i = 0; i < a->n_ext; i++) {
         a->ext_args[i] = calloc(1, a->ext[i]->args_size ? a->ext[i]->args_size : 1);
@@ -70,6 +71,7 @@ int train_flags(TrainArgs *a, Flag *rows) {
         F_INT("--log-every", &a->log_every, 1, 1 << 30, "print every n-th step"),
         F_STRING("--save-params", &a->save_params, "write the final weights to this .safetensors file"),
         F_CHOICE("--precision", &a->precision, GPT_RECIPES, "precision recipe (06_mixed_precision/README.md; mixed-fp16, bf16-sr and fp8 need that stage linked in)"),
+        F_CHOICE("--attention", &a->attention, "materialized|flash", "causal attention keeping its (T,T) probabilities for the backward, or FlashAttention's tiles keeping each row's log-sum-exp (common/ops_cpu_flash.c)"),
         F_BOOL("--acts-fp32", &a->acts_fp32, "keep a 2-byte recipe's saved activations in fp32 slots (4 bytes a value, the same numbers: to compare memory and time)"),
     };
     int n = FLAG_COUNT(f);
@@ -94,11 +96,12 @@ void train_config_words(const TrainArgs *a, const GPTConfig *cfg, char *buf, siz
     int len = snprintf(buf, n, "--preset=%s --layers=%d --width=%d --heads=%d --seq=%d --vocab=%d "
                        "--batch=%d --grad-accum=%d --steps=%d --lr=%g --beta1=%g --beta2=%g "
                        "--grad-clip=%g --weight-decay=%g --warmup=%d --seed=%llu --data=%s "
-                       "--device=%s --precision=%s --acts-fp32=%d --save-params=%d",
+                       "--device=%s --precision=%s --attention=%s --acts-fp32=%d --save-params=%d",
                        a->preset, cfg->n_layer, cfg->n_embd, cfg->n_head, cfg->seq_len,
                        cfg->vocab, a->batch, a->accum, a->steps, a->lr, a->beta1, a->beta2,
                        a->grad_clip, a->weight_decay, a->warmup, (unsigned long long)a->seed,
-                       data, a->device, a->precision, a->acts_fp32, a->save_params != NULL);
+                       data, a->device, a->precision, a->attention, a->acts_fp32,
+                       a->save_params != NULL);
     for (int i = 0; i < a->n_ext && len > 0 && (size_t)len < n; i++)
         if (a->ext[i]->words) {
             a->ext[i]->words(a->ext_args[i], buf + len, n - (size_t)len);

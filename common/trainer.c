@@ -81,6 +81,8 @@ static void build_model(TrainLoop *L, Run *R) {
     EXTENSIONS(L, model);  // its plugins and recompute (stage 06)
     gpt_set_precision(&L->g, recipe, a->seed);
     gpt_set_acts_fp32(&L->g, a->acts_fp32);
+    gpt_set_flash_attention(&L->g, strcmp(a->attention, "flash") == 0);
+    if (L->g.flash_attention) train_note(L->about, sizeof L->about, " | flash attention");
     if (a->acts_fp32) train_note(L->about, sizeof L->about, " | activations in fp32 slots (--acts-fp32)");
     // Measured by rank 0 while the others wait in sync_params (ranks measuring at once
     // would measure their contention).

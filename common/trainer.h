@@ -34,6 +34,7 @@ typedef struct {
     const char *preset, *device, *data, *save_params;
     const char *precision;  // model.h's GPTRecipe: "fp32", "mixed-bf16", ...
     int acts_fp32;          // a 2-byte recipe's activations in fp32 slots (gpt_set_acts_fp32)
+    const char *attention;  // "materialized" (the (T,T) probabilities kept) or "flash"
     int layers, width, heads, seq, vocab;  // 0 = from the preset
     int batch, accum, steps, threads, warmup, log_every;
     double lr, beta1, beta2, weight_decay, grad_clip, peak_tflops;

@@ -68,6 +68,41 @@ PY
 run tp-driver-t2 s4_driver t2 2 2
 run tp-driver-t3-sp s4_driver t3.sp 3 3 --sp
 run tp-driver-t2-dp2 s4_driver t2.dp2 4 2
+# --attention flash under tensor parallelism (each rank its NH/t heads' tiles): the
+# weights of one process with flash attention, within 1e-5, and every rank's ledger
+# the materialised run's less exactly the (T,T) probabilities it no longer keeps
+# (L layers of B x NH/t x T x (T - 1) floats, a log-sum-exp a row left) and their
+# backward's scratch (B x NH/t x T x T).
+s4_flash() {
+    local f="$S4_DIR/flash" ref="$S4_DIR/flash-ref" L=2 B=2 NHl=6 T=12
+    echo "PLAN tp.flash.weights"
+    echo "PLAN tp.flash.memory"
+    "$BUILD/train" $S4_MODEL $S4_TRAIN --attention flash --save-params "$ref.safetensors" \
+        >"$ref.log" 2>&1
+    for att in flash materialized; do
+        "$BUILD/tp_train" --np 2 --tp 2 --sp --timeout 20 $S4_MODEL $S4_TRAIN --attention "$att" \
+            --save-params "$f.$att.safetensors" >"$f.$att.log" 2>&1
+    done
+    "$BUILD/tests/compare_params" "$f.flash.safetensors" "$ref.safetensors" 1e-5 tp.flash.weights
+    local want_a=$((4 * L * B * NHl * T * (T - 1))) want_w=$((4 * B * NHl * T * T))
+    "$PY" - "$f.flash.log" "$f.materialized.log" "$want_a" "$want_w" <<'PY'
+import sys
+flash, mat, want_a, want_w = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def mem(path):
+    return {int(d["rank"]): d for d in (dict(kv.split("=") for kv in l.split()[1:])
+            for l in open(path) if l.startswith("MEM "))}
+a, b = mem(flash), mem(mat)
+bad = [f"rank {r}: activations {b[r]['activations']} -> {a[r]['activations']}, workspace "
+       f"{b[r]['workspace']} -> {a[r]['workspace']}" for r in sorted(b)
+       if r not in a or int(b[r]["activations"]) - int(a[r]["activations"]) != want_a
+       or int(b[r]["workspace"]) - int(a[r]["workspace"]) != want_w]
+ok = len(a) == 2 and len(b) == 2 and not bad
+print(f"{'PASS' if ok else 'FAIL'} tp.flash.memory  every rank keeps {want_a} B less activations "
+      f"and {want_w} B less workspace than with the (T,T) probabilities"
+      + (f"; {'; '.join(bad)}" if bad else f" ({len(a)} ranks)"))
+PY
+}
+run tp-flash s4_flash
 
 # Bad layouts are refused before any rank starts, naming the flags.
 s4_refuse() {  # s4_refuse NAME PATTERN FLAGS...

@@ -46,6 +46,9 @@ s5_driver() {  # s5_driver NAME NP [FLAGS...]
 }
 run pp-driver-1f1b s5_driver 1f1b.p4 4 --pp 4 --schedule 1f1b
 run pp-driver-interleaved s5_driver interleaved.p2 2 --pp 2 --schedule interleaved --chunks 2
+# With flash attention (its own summation order, ~1e-7 here: well within the 1e-5),
+# through ZB-H1's split backward (the input pass recomputes the tiles from lse).
+run pp-driver-zbh1-flash s5_driver zbh1.p2.flash 2 --pp 2 --schedule zb-h1 --attention flash
 
 # A rank computes one chunk at a time, so its chunks share one gradient workspace
 # (gpt_alloc_workspace_shared): the workspace of an interleaved rank with 2 chunks is

@@ -74,6 +74,21 @@ run mp-recompute-zero2 s6_recompute zero2.np2.full full sharded_train --np 2 --s
 run mp-recompute-fsdp s6_recompute fsdp.np2.full full sharded_train --np 2 --strategy fsdp
 run mp-recompute-tp s6_recompute tp2.sp.full full tp_train --np 2 --tp 2 --sp
 run mp-recompute-tp-every s6_recompute tp2.full_every2 "full --recompute-every 2" tp_train --np 2 --tp 2
+# Flash attention: full recompute runs its tiles again (bitwise, in a 2-byte recipe whose
+# packed layers keep the log-sum-exp in fp32); selective recompute, which exists to drop
+# the (T,T) probabilities flash attention never keeps, is refused by name.
+run mp-recompute-flash s6_recompute train.mixed-bf16.flash.full full train --precision mixed-bf16 \
+    --attention flash
+s6_flash_selective() {
+    local out
+    out=$("$BUILD/train" $S6_MODEL $S6_TRAIN --attention flash --recompute selective 2>&1)
+    if [ $? -ne 0 ] && grep -q 'selective recompute' <<<"$out"; then
+        echo "PASS mp.recompute.flash_selective_refused  $(grep -m1 -o 'error: .*' <<<"$out" | cut -c1-160)"
+    else
+        echo "FAIL mp.recompute.flash_selective_refused  --attention flash --recompute selective: $(tail -n 1 <<<"$out")"
+    fi
+}
+run mp-recompute-flash-selective s6_flash_selective
 
 # ---------------------------------------------------------------- mixed precision
 # The weights a recipe computes with are numbers of its dtype: every fp32 value the

@@ -119,6 +119,23 @@ else
          echo differ); $(grep -m1 'op timing\|error' "$dir/timed")"
 fi
 
+# --attention flash (common/ops_cpu_flash.c): the same training to fp32 rounding, in
+# less activation memory (tiny: 2 layers of 8 x 4 heads x 32 x 32 probabilities, 0.26
+# MB, give way to 8 x 4 x 32 log-sum-exps each).
+"$TRAIN" --preset tiny --steps 20 --save-params "$dir/mat.safetensors" >"$dir/mat" 2>&1
+"$TRAIN" --preset tiny --steps 20 --attention flash --save-params "$dir/flash.safetensors" \
+    >"$dir/flash" 2>&1
+"$BUILD/tests/compare_params" "$dir/flash.safetensors" "$dir/mat.safetensors" 1e-5 \
+    cli.flash_attention.weights_20_steps
+acts() { awk '$1 == "activations" && NF == 5 {print $4 $5}' "$1" | tail -n 1; }
+if grep -q '| flash attention' "$dir/flash" && [ "$(acts "$dir/flash")" = 2.51MB ] &&
+   [ "$(acts "$dir/mat")" = 2.77MB ]; then
+    echo "PASS cli.flash_attention.memory  peak activations $(acts "$dir/flash") with flash, $(acts "$dir/mat") without"
+else
+    echo "FAIL cli.flash_attention.memory  peak activations $(acts "$dir/flash") with flash (want 2.51MB)," \
+         "$(acts "$dir/mat") without (want 2.77MB); $(grep -m1 'error' "$dir/flash")"
+fi
+
 # A launcher killed alone (kill PID, not the terminal's Ctrl-C, which signals the whole
 # process group) takes its ranks with it: none trains on, orphaned.
 # The ranks: processes whose command line holds the run's marker (from /proc, not
