@@ -9,7 +9,10 @@
 #      op, the device waited for around every op (so the sum exceeds the untimed step;
 #      read the shares), and the time outside the ops;
 #   3. the ceilings in the same run (scripts/gpu_ceilings.py): torch's bf16 GEMMs at the
-#      model's five shapes, and its causal attention where torch has one.
+#      model's five shapes, and its causal attention where torch has one;
+#   4. --attention flash (ops_cuda_flash.cu, the first correct version): a small model's
+#      10 fp32 steps on the GPU against the same on the CPU (1e-5), and GPT-2 124M's
+#      tokens/s, MFU and activation peak with it at batch 8.
 
 # The op table of a COURSE_OP_TIMING log: "op ms/step share" lines, largest first.
 op_table() {  # op_table LOG STEPS
@@ -58,7 +61,26 @@ item_12() {
     gemm=$(sed -n 's/^# the five GEMMs together: \(.*\)/\1/p' "$dir/ceilings.log")
     sdpa=$(sed -n 's/^CEILING name=sdpa_causal_fwd_bwd .*tflops=\([0-9.]*\).*/\1/p' "$dir/ceilings.log")
 
+    echo "## 4. --attention flash: cuda = cpu on a small model, then gpt2-124m at batch 8"
+    local small=(--layers 2 --width 128 --heads 2 --seq 160 --vocab 97 --batch 2 --steps 10
+                 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1 --attention flash)
+    "$B/train" "${small[@]}" --save-params "$dir/flash_cpu.safetensors" >"$dir/flash_cpu.log" 2>&1
+    timeout -k 5 60 "$B/train" "${small[@]}" --device cuda --save-params "$dir/flash_cuda.safetensors" \
+        >"$dir/flash_cuda.log" 2>&1
+    local eq
+    eq=$("$B/tests/compare_params" "$dir/flash_cuda.safetensors" "$dir/flash_cpu.safetensors" 1e-5 \
+         flash.cuda_equals_cpu 2>&1 | tee -a "$dir/flash_cuda.log")
+    echo "$eq"
+    timeout -k 5 100 "$B/train" "${model[@]}" --attention flash --steps 10 --warmup 3 \
+        >"$dir/b8_flash.log" 2>&1
+    local rcf=$? mf msf
+    cat "$dir/b8_flash.log"
+    mf=$(sed -n 's/^RESULT.* mfu=\([0-9.]*\).*/\1/p' "$dir/b8_flash.log")
+    msf=$(sed -n 's/^RESULT.* ms_per_step=\([0-9.]*\).*/\1/p' "$dir/b8_flash.log")
+
     fig "gpt2-124m mixed-bf16 MFU ${m8:-?} at B8 (${ms8:-?} ms/step), ${m32:-?} at 32 seq/step;" \
-        "top ops: ${top:-?}; torch bf16 GEMMs ${gemm:-?}, SDPA fwd+bwd ${sdpa:-?} TFLOP/s"
-    [ "$rc8" -eq 0 ] && [ "$rc32" -eq 0 ] && [ "$rco" -eq 0 ] && [ -n "$m8" ]
+        "flash ${mf:-?} (${msf:-?} ms/step; ${eq:0:4} cuda=cpu); top ops: ${top:-?};" \
+        "torch bf16 GEMMs ${gemm:-?}, SDPA fwd+bwd ${sdpa:-?} TFLOP/s"
+    [ "$rc8" -eq 0 ] && [ "$rc32" -eq 0 ] && [ "$rco" -eq 0 ] && [ -n "$m8" ] && [ "$rcf" -eq 0 ] &&
+        [ "${eq:0:4}" = PASS ]
 }
