@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 . scripts/run_info.sh
 out=$RESULTS/00_core
 mkdir -p "$out"
+load_begin
 rm -f "$out/run.info"  # written again once the numbers are in
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 field() { sed -n "s/.*$1=\([0-9.e+-]*\).*/\1/p"; }

@@ -25,12 +25,13 @@ src_dir() {  # src_dir STAGE -> the folder, or nothing
 }
 is_now() { [ "$now" != "$committed" ] && case "$1" in "$now"/*) true ;; *) false ;; esac; }
 label() {  # label DIR: "measured now" or "committed earlier", where, when, on what
-    local when machine cmd
+    local when machine cmd load
     when=$(run_info "$1" date); machine=$(run_info "$1" machine); cmd=$(run_info "$1" command)
+    load=$(run_info "$1" load); load=${load:+, load $load}
     if is_now "$1"; then
-        echo "**measured now** (\`$1/\`, \`$cmd\`, $when, $machine)"
+        echo "**measured now** (\`$1/\`, \`$cmd\`, $when, $machine$load)"
     else
-        echo "**committed earlier** (\`$1/\`: the course's own run, \`$cmd\`, $when, $machine)"
+        echo "**committed earlier** (\`$1/\`: the course's own run, \`$cmd\`, $when, $machine$load)"
     fi
 }
 short() {  # short DIR: the label for the summary table

@@ -10,6 +10,7 @@
 #   date: 2026-11-22
 #   machine: 2-core AMD EPYC VM (KVM), 24 GiB
 #   command: make stage-2
+#   load: 0.12 before the run, 1.96 at its end (1-minute load averages, 2 cores)
 #
 # which scripts/plot.sh writes onto every figure and scripts/report.sh into the report.
 # The stage scripts source it through scripts/stage_lib.sh, with what else they share.
@@ -26,11 +27,31 @@ machine_desc() {
     printf '%s-core %s%s, %s GiB\n' "$cores" "${model:-unknown CPU}" "${hv:+ VM ($hv)}" "$mem"
 }
 
-# write_run_info DIR COMMAND: records today's date (UTC) and this machine in DIR/run.info.
+# The machine's 1-minute load average now ("" where /proc/loadavg is unreadable).
+load_now() { cut -d' ' -f1 /proc/loadavg 2>/dev/null; }
+
+# load_begin: remembers the load before a measuring run starts (for write_run_info), and
+# warns on stderr when other work was already running: the timings will be noisy.
+load_begin() {
+    load_at_begin=$(load_now)
+    local cores
+    cores=$(getconf _NPROCESSORS_ONLN)
+    if awk -v l="${load_at_begin:-0}" -v c="$cores" 'BEGIN {exit !(l > 0.25 * c)}'; then
+        echo "warning: the load was $load_at_begin on $cores cores before this run began: other" \
+             "work is running, and the timings will show it (run.info records it)" >&2
+    fi
+}
+
+# write_run_info DIR COMMAND: records today's date (UTC), this machine, and the load
+# before the run (load_begin) and at its end, in DIR/run.info.
 write_run_info() {
     mkdir -p "$1"
     printf 'date: %s\nmachine: %s\ncommand: %s\n' "$(date -u +%Y-%m-%d)" "$(machine_desc)" "$2" \
         >"$1/run.info"
+    [ -n "${load_at_begin:-}" ] &&
+        printf 'load: %s before the run, %s at its end (1-minute load averages, %s cores)\n' \
+            "$load_at_begin" "$(load_now)" "$(getconf _NPROCESSORS_ONLN)" >>"$1/run.info"
+    return 0
 }
 
 # run_info DIR KEY: one field of DIR/run.info (empty when there is none).

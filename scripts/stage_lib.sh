@@ -52,6 +52,7 @@ stage_begin() {
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     cores=$(nproc)
+    load_begin
 }
 
 # quick: true in a smoke run (QUICK=1): fewer sizes, rounds and steps, the same files.
