@@ -110,7 +110,7 @@ check_alone() {  # check_alone NN
 # another file cannot see it: its build has the reference). A mutant of another file
 # (the core's, say) is built into the reference itself and must cost the parts named.
 check_mutant() {  # check_mutant NN PATCH
-    local n=$1 m=$2 name breaks file dir owners parts tests t0 secs lost s got part stop=1
+    local n=$1 m=$2 name breaks file dir owners parts tests t t0 secs lost s got part stop=1
     name=$(basename "$m" .patch)
     breaks=$(sed -n 's/^# breaks: //p' "$m")
     file=$(sed -n 's|^+++ b/||p' "$m" | head -n 1)
@@ -139,10 +139,19 @@ check_mutant() {  # check_mutant NN PATCH
         for part in $breaks; do
             BUILD=build bash scripts/grade.sh --list "$n" "$part" | sed "s/^/$part /" >>"$log/stop"
         done
-        # Stopped once every named part has failed a check, unless another part of the
-        # file must be seen to keep its marks.
+        # Stopped once every named part has failed a check; where another part of the
+        # file must be seen to keep its marks, only the tests that report nothing but
+        # parts already caught are left out (run.sh's TEST_PARTS).
+        : >"$log/test_parts"
+        if [ "$stop" = 0 ]; then
+            for part in $parts; do
+                for t in $(tests_of "$n" "$part" "$log/ref" | tr ',' ' '); do
+                    echo "$t $part" >>"$log/test_parts"
+                done
+            done
+        fi
         ONLY=$tests GRADE_LOG=$raw TEST_TIMEOUT=$MUT_TIMEOUT BUILD=build \
-            STOP_WHEN_CAUGHT=$([ "$stop" = 1 ] && echo "$log/stop") \
+            STOP_WHEN_CAUGHT="$log/stop" TEST_PARTS=$([ "$stop" = 0 ] && echo "$log/test_parts") \
             bash build-mut/scripts/grade.sh "$n" "$(echo $parts | tr ' ' ',')" >"$out" 2>&1
         secs=$(( $(date +%s) - t0 ))
         lost="" s=1

@@ -48,14 +48,33 @@ rerun_command() {  # rerun_command NAME COMMAND...
 # FILE lists "PART CHECK" lines; once every PART has a CHECK that failed, the tests
 # left are not run (their checks never report, which grading counts as failed).
 caught_parts=" "
+# (A check fails by a FAIL line, or by being announced (PLAN) and never reported: the
+# test crashed or hung first, which grading counts as failed too.)
 all_caught() {  # all_caught OUT: 0 once every part in $STOP_WHEN_CAUGHT has failed a check
     local part check
     while read -r part check; do
         [[ "$caught_parts" == *" $part "* ]] && continue
-        awk -v c="$check" '$1 == "FAIL" && $2 == c {f = 1} END {exit !f}' "$1" && caught_parts+="$part "
+        awk -v c="$check" '$2 == c && $1 == "FAIL" {f = 1}
+                           $2 == c && $1 == "PLAN" {planned = 1}
+                           $2 == c && ($1 == "PASS" || $1 == "SKIP") {said = 1}
+                           END {exit !(f || (planned && !said))}' "$1" && caught_parts+="$part "
     done <"$STOP_WHEN_CAUGHT"
     local want; want=$(cut -d' ' -f1 "$STOP_WHEN_CAUGHT" | sort -u)
     for part in $want; do [[ "$caught_parts" == *" $part "* ]] || return 1; done
+    return 0
+}
+
+# With TEST_PARTS (a file of "TEST PART" lines: the parts each test reports checks of),
+# a test is not run once every part it reports has failed a check (all_caught keeps
+# the list): it could not change a score already short of full. The tests of a part
+# that must be seen to keep its marks still run (scripts/grade_check.sh: the other
+# parts of a mutant's file).
+parts_caught() {  # parts_caught TEST: 0 when every part TEST reports has been caught
+    [ -n "${TEST_PARTS:-}" ] || return 1
+    local parts p
+    parts=$(awk -v t="$1" '$1 == t {print $2}' "$TEST_PARTS")
+    [ -n "$parts" ] || return 1
+    for p in $parts; do [[ "$caught_parts" == *" $p "* ]] || return 1; done
     return 0
 }
 
@@ -76,6 +95,7 @@ run() {  # run NAME COMMAND...
     local name=$1; shift
     if [ -n "${ONLY:-}" ] && ! [[ " ${ONLY//,/ } " == *" $name "* ]]; then return 0; fi
     [ -n "${caught:-}" ] && return 0
+    parts_caught "$name" && return 0
     ran=$((ran + 1))
     local out="$log/$name.out" rc rerun
     rerun=$(rerun_command "$name" "$@")
@@ -118,7 +138,8 @@ run() {  # run NAME COMMAND...
         [ "$rc" -eq 0 ] && [ "$n_silent" -gt 0 ] && { echo "      last lines:"; tail -n 8 "$out" | sed 's/^/      /'; }
     fi
     [ "$f" -gt 0 ] && echo "  [$name] rerun alone: $rerun"
-    if [ -n "${STOP_WHEN_CAUGHT:-}" ] && [ "$f" -gt 0 ] && all_caught "$out"; then
+    if [ -n "${STOP_WHEN_CAUGHT:-}" ] && [ "$f" -gt 0 ] && all_caught "$out" &&
+       [ -z "${TEST_PARTS:-}" ]; then
         caught=1
         echo "run.sh: every part in $STOP_WHEN_CAUGHT has a failed check: the tests left are not run"
     fi
