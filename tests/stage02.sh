@@ -137,3 +137,8 @@ s2_bench_refuse() {
     return $bad
 }
 run bench-refuse s2_bench_refuse
+
+# Across the nodes of a cluster on this machine (scripts/cluster.sh: network
+# namespaces joined by shaped links; root only, else skipped with the reason): DDP on
+# 2 nodes x 2 ranks, started as torchrun starts them, over TCP, equals one process.
+run cluster-ddp bash tests/test_cluster.sh "$BUILD"

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# cluster.sh — a cluster of N "nodes" on this one machine: each node a network
+# namespace of its own, all joined through a bridge in a switch namespace, every node's
+# link shaped to a chosen rate (tbf, both directions). Ranks started inside one node
+# reach each other over its loopback or shared memory at memory speed; ranks on two
+# nodes only over that link, as between the machines of a cluster.
+#
+#   bash scripts/cluster.sh up [--nodes N] [--inter RATE]   (2 nodes, 1gbit: tc's units)
+#   bash scripts/cluster.sh exec NODE COMMAND...             run COMMAND inside node NODE
+#   bash scripts/cluster.sh addr NODE                        node NODE's address
+#   bash scripts/cluster.sh status
+#   bash scripts/cluster.sh down                             remove everything it made
+#
+# Everything it makes carries its own names and addresses: namespaces
+# $CLUSTER_PREFIX-switch and $CLUSTER_PREFIX-node0.., links ${CLUSTER_PREFIX}n<i> (in
+# the node) and ${CLUSTER_PREFIX}s<i> (in the switch), addresses $CLUSTER_NET.<i+1>/24
+# that exist only inside those namespaces (CLUSTER_PREFIX=crs, CLUSTER_NET=10.213.7 by
+# default). The host's own interfaces, routes and namespace are never touched, and no
+# packet leaves the namespaces it made. `down` removes every namespace with the prefix
+# (their links go with them) after killing what still runs in them; `up` first removes
+# a set-up an earlier run left behind, and removes its own half-made one if it fails.
+# Needs root and network namespaces; without them it says why and exits 77 (skipped).
+set -u
+PREFIX=${CLUSTER_PREFIX:-crs}
+NET=${CLUSTER_NET:-10.213.7}
+SW=$PREFIX-switch
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+skip() { echo "cluster.sh: cannot make a cluster here: $*" >&2; exit 77; }
+node_ns() { echo "$PREFIX-node$1"; }
+ours() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PREFIX-(switch|node[0-9]+)$"; }
+
+down() {
+    local ns pids left
+    for ns in $(ours); do
+        pids=$(ip netns pids "$ns" 2>/dev/null)
+        # shellcheck disable=SC2086  # pids: a list
+        [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+        ip netns del "$ns" 2>/dev/null
+    done
+    left=$(ours)
+    [ -z "$left" ] || die "could not remove: $left"
+}
+
+# tbf for RATE on DEV inside namespace NS (a burst of 1 Mbit: ample above ~10 Mbit/s).
+shape() {  # shape NS DEV RATE
+    ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 1mbit latency 100ms
+}
+
+up() {
+    local nodes=2 rate=1gbit i
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --nodes) nodes=$2; shift 2 ;;
+            --inter) rate=$2; shift 2 ;;
+            *) die "up: unknown flag '$1' (--nodes N, --inter RATE)" ;;
+        esac
+    done
+    if ! [[ "$nodes" =~ ^[0-9]+$ ]] || [ "$nodes" -lt 1 ] || [ "$nodes" -gt 64 ]; then
+        die "--nodes $nodes: want 1 to 64"
+    fi
+    [ "$(id -u)" -eq 0 ] || skip "it needs root (network namespaces and links)"
+    if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
+        skip "ip or tc is missing (iproute2)"
+    fi
+    [ -n "$(ours)" ] && { echo "cluster.sh: removing an earlier set-up: $(ours | tr '\n' ' ')"; down; }
+    ip netns add "$SW" 2>/dev/null || skip "'ip netns add' failed: no network namespaces here"
+    trap 'down; exit 1' ERR
+    set -E
+    ip netns exec "$SW" ip link set lo up
+    ip netns exec "$SW" ip link add "${PREFIX}br" type bridge
+    ip netns exec "$SW" ip link set "${PREFIX}br" up
+    for ((i = 0; i < nodes; i++)); do
+        local ns n="${PREFIX}n$i" s="${PREFIX}s$i"
+        ns=$(node_ns "$i")
+        ip netns add "$ns"
+        ip netns exec "$ns" ip link set lo up
+        # The pair is made inside the node, and one end moved to the switch: neither
+        # end ever exists in the host's namespace.
+        ip netns exec "$ns" ip link add "$n" type veth peer name "$s"
+        ip netns exec "$ns" ip link set "$s" netns "$SW"
+        ip netns exec "$ns" ip addr add "$NET.$((i + 1))/24" dev "$n"
+        ip netns exec "$ns" ip link set "$n" up
+        ip netns exec "$SW" ip link set "$s" master "${PREFIX}br"
+        ip netns exec "$SW" ip link set "$s" up
+        shape "$ns" "$n" "$rate"    # what the node sends
+        shape "$SW" "$s" "$rate"    # what it receives
+    done
+    trap - ERR
+    echo "cluster.sh: $nodes nodes ($PREFIX-node0..$((nodes - 1)), $NET.1..$nodes), each link $rate"
+}
+
+status() {
+    local ns
+    [ -n "$(ours)" ] || { echo "cluster.sh: no cluster ($PREFIX-*) is up"; return 1; }
+    for ns in $(ours | sort -V); do
+        [ "$ns" = "$SW" ] && continue
+        ip netns exec "$ns" ip -o -4 addr show | awk -v ns="$ns" '$2 != "lo" {print ns, $2, $4}'
+        ip netns exec "$ns" tc qdisc show | awk '$2 == "tbf" {print "   ", $0}'
+    done
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case $cmd in
+    up) up "$@" ;;
+    down) down ;;
+    status) status ;;
+    exec)
+        [ $# -ge 2 ] || die "exec NODE COMMAND..."
+        node=$1; shift
+        ip netns list | awk '{print $1}' | grep -qx "$(node_ns "$node")" || die "no node $node is up"
+        exec ip netns exec "$(node_ns "$node")" "$@" ;;
+    addr) [ $# -eq 1 ] || die "addr NODE"; echo "$NET.$(($1 + 1))" ;;
+    *) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+esac
