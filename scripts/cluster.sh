@@ -59,12 +59,27 @@ up() {
     if ! [[ "$nodes" =~ ^[0-9]+$ ]] || [ "$nodes" -lt 1 ] || [ "$nodes" -gt 64 ]; then
         die "--nodes $nodes: want 1 to 64"
     fi
+    [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] ||
+        die "--inter $rate: a rate as tc writes it (200mbit, 1gbit, 50mbps)"
     [ "$(id -u)" -eq 0 ] || skip "it needs root (network namespaces and links)"
     if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
         skip "ip or tc is missing (iproute2)"
     fi
     [ -n "$(ours)" ] && { echo "cluster.sh: removing an earlier set-up: $(ours | tr '\n' ' ')"; down; }
     ip netns add "$SW" 2>/dev/null || skip "'ip netns add' failed: no network namespaces here"
+    # What the kernel must have, tried in the switch namespace first: a missing feature
+    # is a reason to skip, not a failure (a failure after these is this script's).
+    local why=""
+    if ! ip netns exec "$SW" ip link add "${PREFIX}pa" type veth peer name "${PREFIX}pb" 2>/dev/null; then
+        why="the kernel makes no veth pairs"
+    elif ! ip netns exec "$SW" ip link add "${PREFIX}pc" type bridge 2>/dev/null; then
+        why="the kernel makes no bridges"
+    elif ! shape "$SW" "${PREFIX}pa" 1gbit 2>/dev/null; then
+        why="tc's tbf qdisc (rate shaping) is unavailable"
+    fi
+    ip netns exec "$SW" ip link del "${PREFIX}pa" 2>/dev/null
+    ip netns exec "$SW" ip link del "${PREFIX}pc" 2>/dev/null
+    [ -z "$why" ] || { down; skip "$why"; }
     trap 'down; exit 1' ERR
     set -E
     ip netns exec "$SW" ip link set lo up
