@@ -8,6 +8,7 @@
 #   bash scripts/cluster.sh up [--nodes N] [--inter RATE]   (2 nodes, 1gbit: tc's units)
 #   bash scripts/cluster.sh exec NODE COMMAND...             run COMMAND inside node NODE
 #   bash scripts/cluster.sh addr NODE                        node NODE's address
+#   bash scripts/cluster.sh rate RATE [NODE]                 reshape every link (or NODE's)
 #   bash scripts/cluster.sh status
 #   bash scripts/cluster.sh down                             remove everything it made
 #
@@ -105,6 +106,22 @@ up() {
     echo "cluster.sh: $nodes nodes ($PREFIX-node0..$((nodes - 1)), $NET.1..$nodes), each link $rate"
 }
 
+# rate RATE [NODE]: every node's link (or NODE's) shaped to RATE from now on, both ways
+# (a link slowed or sped up while ranks run).
+set_rate() {
+    local rate=$1 node=${2:-} ns i
+    [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] ||
+        die "rate $rate: a rate as tc writes it (200mbit, 1gbit, 50mbps)"
+    for ns in $(ours | sort -V); do
+        [ "$ns" = "$SW" ] && continue
+        i=${ns##*node}
+        [ -n "$node" ] && [ "$node" != "$i" ] && continue
+        if ! shape "$ns" "${PREFIX}n$i" "$rate" || ! shape "$SW" "${PREFIX}s$i" "$rate"; then
+            die "rate: cannot reshape node $i's link"
+        fi
+    done
+}
+
 status() {
     local ns
     [ -n "$(ours)" ] || { echo "cluster.sh: no cluster ($PREFIX-*) is up"; return 1; }
@@ -127,5 +144,6 @@ case $cmd in
         ip netns list | awk '{print $1}' | grep -qx "$(node_ns "$node")" || die "no node $node is up"
         exec ip netns exec "$(node_ns "$node")" "$@" ;;
     addr) [ $# -eq 1 ] || die "addr NODE"; echo "$NET.$(($1 + 1))" ;;
+    rate) [ $# -ge 1 ] || die "rate RATE [NODE]"; set_rate "$@" ;;
     *) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -11,7 +11,7 @@ export CLUSTER_PREFIX=crst$$  # this run's own names (a run beside it cannot cla
 export CLUSTER_NET=10.213.$((($$ % 200) + 20))
 dir=$(mktemp -d)
 trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$dir"' EXIT
-checks="cluster.up cluster.torchrun_ddp_2x2 cluster.down_leaves_nothing"
+checks="cluster.up cluster.torchrun_ddp_2x2 cluster.link_shaped cluster.down_leaves_nothing"
 for c in $checks; do echo "PLAN $c"; done
 
 if ! bash scripts/cluster.sh up --nodes 2 --inter 1gbit >"$dir/up" 2>&1; then
@@ -44,6 +44,37 @@ if [ "${rcs[*]}" = "0 0 0 0" ]; then
         cluster.torchrun_ddp_2x2 | sed 's/$/ (ranks 0,1 on node 0, 2,3 on node 1; TCP)/'
 else
     echo "FAIL cluster.torchrun_ddp_2x2  exit codes ${rcs[*]}: $(grep -h -m1 -E 'error|killed' "$dir"/rank*.log | head -n 2)"
+fi
+
+# The link between the nodes is as slow as asked: 2.5 MB from node 0 to node 1 at 20
+# Mbit/s cannot take less than (2.5 MB - the 125 kB burst) / 2.5 MB/s = 0.95 s. A busy
+# machine only makes it slower, so the bound (0.75 s) is no timing verdict; unshaped,
+# the same bytes take milliseconds.
+bash scripts/cluster.sh rate 20mbit
+bytes=2500000 port2=$((port + 1)) node1=$(bash scripts/cluster.sh addr 1)
+bash scripts/cluster.sh exec 1 python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", int(sys.argv[1]))); s.listen(1); c, _ = s.accept(); n = 0
+while True:
+    b = c.recv(1 << 16)
+    if not b: break
+    n += len(b)
+print(n)' "$port2" >"$dir/recv" 2>&1 &
+rpid=$!
+elapsed=$(bash scripts/cluster.sh exec 0 python3 -c '
+import socket, sys, time
+for _ in range(100):
+    try: s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); break
+    except OSError: time.sleep(0.05)
+t0 = time.monotonic(); s.sendall(bytes(int(sys.argv[3]))); s.shutdown(socket.SHUT_WR)
+s.recv(1); print(f"{time.monotonic() - t0:.3f}")' "$node1" "$port2" "$bytes" 2>&1)
+wait "$rpid"
+got=$(cat "$dir/recv")
+if [ "$got" = "$bytes" ] && awk -v e="$elapsed" 'BEGIN {exit !(e + 0 >= 0.75)}'; then
+    echo "PASS cluster.link_shaped  2.5 MB node 0 -> node 1 at 20mbit took $elapsed s (>= 0.75 s: the link is shaped)"
+else
+    echo "FAIL cluster.link_shaped  2.5 MB node 0 -> node 1 at 20mbit: took ${elapsed:-?} s (want >= 0.75), received ${got:-nothing} bytes"
 fi
 
 bash scripts/cluster.sh down >"$dir/down" 2>&1
