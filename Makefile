@@ -194,8 +194,12 @@ $(BUILD)/tests/test_json: $(BUILD)/tests/json_check.o $(BUILD)/tests/json_fuzz.o
 
 # Each stage's suite on the programs linked as make stage-N links them (tests/run.sh,
 # STAGE_MAKE); the programs are left linked with every stage.
-test: all
-	@STAGE_MAKE="$(MAKE)" BUILD=$(BUILD) SUITE_LOG_DIR=$(BUILD)/suite-logs bash tests/run.sh
+# Its builds (and the relinks between suites) run one job per core unless make was
+# given -j: on CI's 2 cores a serial build of everything takes about twice as long.
+JFLAG = $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS))
+test:
+	@$(MAKE) --no-print-directory $(JFLAG) all
+	@STAGE_MAKE="$(MAKE) $(JFLAG)" BUILD=$(BUILD) SUITE_LOG_DIR=$(BUILD)/suite-logs bash tests/run.sh
 
 # What CI runs: the suite, the suite under the sanitizers, and the graders.
 check: test
@@ -230,8 +234,9 @@ hint-%:
 # before it the reference's, later ones left out), the reference scores full marks,
 # the pristine starters 0, and every mutant in tests/mutants/ (a typical mistake)
 # loses its part's marks (scripts/grade_check.sh builds what it needs).
-grade-check: all
-	@bash scripts/grade_check.sh
+grade-check:
+	@$(MAKE) --no-print-directory $(JFLAG) all
+	@JOBS=$(JOBS) bash scripts/grade_check.sh
 
 # The core's demo: the small preset learns the synthetic language on the CPU.
 demo: all

@@ -228,7 +228,7 @@ for i in "${!names[@]}"; do wanted "$i" && score_part "$i"; done
 
 # ---------------------------------------------------------------- each part alone
 # relink FILES: $BUILD with only FILES of this stage from exercises/ (make EX_FILES).
-relink() { make --no-print-directory -s UPTO="$((10#$n))" EX="$((10#$n))" EX_FILES="$1" BUILD="$BUILD" all; }
+relink() { make --no-print-directory -s -j"${JOBS:-$(nproc 2>/dev/null || echo 2)}" UPTO="$((10#$n))" EX="$((10#$n))" EX_FILES="$1" BUILD="$BUILD" all; }
 # The tests that report a part's checks in the first run; "" when one of its checks
 # was never heard of there (its test died before announcing it): then all of them.
 tests_of_part() {  # tests_of_part I

@@ -36,6 +36,7 @@ passed=0 failed=0
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 MUT_TIMEOUT=${MUT_TIMEOUT:-120}   # per test, for mutants: every hang must be caught sooner
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}  # make's jobs for the builds here
 
 verdict() {  # verdict OK NAME DETAIL
     if [ "$1" = 1 ]; then echo "PASS $2  $3"; passed=$((passed + 1))
@@ -132,7 +133,7 @@ check_mutant() {  # check_mutant NN PATCH
     for part in $own; do [[ " $breaks " == *" $part "* ]] || { parts+=" $part"; stop=0; }; done
     tests=$(tests_of "$n" "$parts" "$log/ref")
     t0=$(date +%s)
-    if ! make -C build-mut --no-print-directory -s UPTO="$n" "${ex[@]}" BUILD=build all >"$log/make" 2>&1; then
+    if ! make -C build-mut --no-print-directory -s -j"$JOBS" UPTO="$n" "${ex[@]}" BUILD=build all >"$log/make" 2>&1; then
         verdict 0 "grade.stage$n.mutant.$name" "does not build: $(tail -n 3 "$log/make")"
     else
         : >"$log/stop"
@@ -188,7 +189,7 @@ check_stage() {  # check_stage NN
     if [ -s "$from" ] && [ -z "$newer" ]; then
         GRADE_FROM=$from GRADE_LOG="$log/ref" BUILD=build bash scripts/grade.sh "$n" >"$out" 2>&1
     else  # the reference in the learner's state, built and run now
-        make --no-print-directory -s UPTO="$n" BUILD=build all >"$log/make" 2>&1 ||
+        make --no-print-directory -s -j"$JOBS" UPTO="$n" BUILD=build all >"$log/make" 2>&1 ||
             { verdict 0 "grade.stage$n.reference_full_marks" "make UPTO=$n: $(tail -n 3 "$log/make")"; return; }
         GRADE_LOG="$log/ref" BUILD=build bash scripts/grade.sh "$n" >"$out" 2>&1
     fi
@@ -198,7 +199,7 @@ check_stage() {  # check_stage NN
         "grade.stage$n.reference_full_marks" "$ref"
     [ "$ref" = "score: $total/$total" ] || sed 's/^/    /' "$out" | head -n 40
     # 2. the starters, stage N's alone (its exercises/), the stages before it the reference's
-    make --no-print-directory -s UPTO="$n" EX="$n" BUILD=build-ex all >"$log/make" 2>&1 ||
+    make --no-print-directory -s -j"$JOBS" UPTO="$n" EX="$n" BUILD=build-ex all >"$log/make" 2>&1 ||
         { verdict 0 "grade.stage$n.starters_score_zero" "make UPTO=$n EX=$n: $(tail -n 3 "$log/make")"; return; }
     check_alone "$n"
     GRADE_LOG=$raw BUILD=build-ex bash scripts/grade.sh "$n" >"$out" 2>&1
@@ -230,6 +231,6 @@ rm -rf build-ex && cp -a build build-ex
 for st in "${stages[@]}"; do check_stage "$(printf '%02d' "$((10#$st))")"; done
 rm -rf build-mut
 # build/'s programs linked with every stage again, as `make` leaves them.
-make --no-print-directory -s BUILD=build all >/dev/null 2>&1 || echo "grade_check: make all failed"
+make --no-print-directory -s -j"$JOBS" BUILD=build all >/dev/null 2>&1 || echo "grade_check: make all failed"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
