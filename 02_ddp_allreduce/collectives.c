@@ -5,13 +5,17 @@
 //   naive all-reduce       2(p-1) alpha + 2(p-1) n beta   (the root is the bottleneck)
 //   ring all-reduce        2(p-1) alpha + 2 (p-1)/p n beta (bandwidth-optimal)
 //   recursive doubling     lg p (alpha + n beta)           (latency-optimal)
+//   hierarchical (k a node, m nodes): the ring inside the node, 2(k-1)/k n bytes on
+//                          the fast links, and 2(m-1)/m n/k across: each rank sends
+//                          only its node's 1/k shard over the slow link, and the
+//                          nodes' k links carry the k shards at once
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "collectives.h"
 
-static const char *algo_names[ALGO_COUNT] = {"naive", "ring", "rd", "mpi", "nccl"};
+static const char *algo_names[ALGO_COUNT] = {"naive", "ring", "rd", "mpi", "nccl", "hier"};
 const char *algo_name(Algo a) { return a < ALGO_COUNT ? algo_names[a] : "?"; }
 int algo_parse(const char *s, Algo *out) {
     for (int a = 0; a < ALGO_COUNT; a++)
@@ -126,17 +130,82 @@ static void tree_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt,
     }
 }
 
+// ---------------------------------------------------------------- hierarchical
+
+int hier_node_ranks(const Comm *c) {
+    const char *names[] = {"COURSE_NODE_RANKS", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (!v || !*v) continue;
+        char *end;
+        long k = strtol(v, &end, 10);
+        int p = comm_size(c);
+        CHECK(*end == '\0' && k >= 1 && k <= p && p % k == 0, "%s=%s: the ranks of one node must "
+              "be a number that divides the job's %d ranks", names[i], v, p);
+        return (int)k;
+    }
+    return comm_size(c);
+}
+
+// The members of g on this rank's node (in g's order), and the members with this
+// rank's place among them on every node (in node order). 0 when g's members are not
+// spread evenly over the nodes it touches: then there is no hierarchy to follow.
+static int hier_groups(Comm *c, Group *g, Group *node, Group *across) {
+    int k = hier_node_ranks(c), me = comm_rank(c), mine = me / k, per[COMM_MAX_RANKS] = {0};
+    int local[COMM_MAX_RANKS], n = 0, at_node = -1, others[COMM_MAX_RANKS], m = 0;
+    for (int i = 0; i < g->size; i++) {
+        int w = g->ranks[i], nd = w / k;
+        if (nd == mine) {
+            if (w == me) at_node = n;
+            local[n++] = w;
+        }
+        per[nd]++;
+    }
+    for (int nd = 0; nd < comm_size(c) / k; nd++) {
+        if (!per[nd]) continue;
+        if (per[nd] != n) return 0;
+        int seen = 0;  // member at_node of node nd, in g's order
+        for (int i = 0; i < g->size; i++)
+            if (g->ranks[i] / k == nd && seen++ == at_node) others[m++] = g->ranks[i];
+    }
+    comm_group_new(c, node, "hier.node", local, n);
+    comm_group_new(c, across, "hier.across", others, m);
+    return 1;
+}
+
+// Reduce-scatter inside the node, all-reduce this rank's shard across the nodes,
+// all-gather inside the node: each a ring, each on its own group (so the headers say
+// which link a message belongs to). Under the dispatcher's comm_coll_begin.
+static void hier_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
+    CHECK(comm_launch_mode(c) != LAUNCH_MPIRUN, "all-reduce 'hier' under mpirun: its groups would be new "
+          "MPI communicators at every call; use --algo mpi (MPI's own is hierarchical) or ring");
+    Group node, across;
+    if (!hier_groups(c, g, &node, &across)) {
+        ring_allreduce(c, g, buf, count, dt);
+        return;
+    }
+    size_t lo, hi;
+    shard_range(count, node.size, node.rank, &lo, &hi);
+    comm_coll_begin(c, &node, COLL_REDUCE_SCATTER, count, dt);
+    if (node.size > 1) ring_reduce_scatter(c, &node, buf, count, dt);
+    comm_coll_begin(c, &across, COLL_ALLREDUCE, hi - lo, dt);
+    if (across.size > 1) ring_allreduce(c, &across, at(buf, lo, dt), hi - lo, dt);
+    comm_coll_begin(c, &node, COLL_ALLGATHER, count, dt);
+    if (node.size > 1) ring_all_gather(c, &node, buf, count, dt);
+}
+
 // ---------------------------------------------------------------- dispatch
 
 int collective_has(CollOp op, Algo a) {
     if (a == ALGO_NAIVE || a == ALGO_MPI) return 1;
     if (a == ALGO_RING) return op != OP_BROADCAST;
     if (a == ALGO_RD) return op == OP_ALLREDUCE || op == OP_BROADCAST;
+    if (a == ALGO_HIER) return op == OP_ALLREDUCE;
     return 0;
 }
 
 const char *collective_algos(CollOp op) {
-    static const char *const names[OP_COUNT] = {"naive, ring, rd, mpi", "naive, ring, mpi",
+    static const char *const names[OP_COUNT] = {"naive, ring, rd, mpi, hier", "naive, ring, mpi",
                                                 "naive, ring, mpi", "naive, rd, mpi"};
     return op >= 0 && op < OP_COUNT ? names[op] : "?";
 }
@@ -156,6 +225,7 @@ void allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a) {
         case ALGO_NAIVE: naive_allreduce(c, g, buf, count, dt); break;
         case ALGO_RING: ring_allreduce(c, g, buf, count, dt); break;
         case ALGO_RD: rd_allreduce(c, g, buf, count, dt); break;
+        case ALGO_HIER: hier_allreduce(c, g, buf, count, dt); break;
         case ALGO_MPI: library(mpi_allreduce(c, g, buf, count, dt), "all-reduce"); break;
         default: unsupported("all-reduce", OP_ALLREDUCE, a);
     }

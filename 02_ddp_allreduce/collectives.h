@@ -24,10 +24,12 @@ typedef enum {
     ALGO_RD,         // recursive doubling (binomial tree for broadcast): lg p steps
     ALGO_MPI,        // the MPI library's own (needs mpirun)
     ALGO_NCCL,       // NCCL (GPU buffers; see comm_cuda.h)
+    ALGO_HIER,       // hierarchical all-reduce: the ring inside each node, then across
+                     // the nodes on one shard, then the ring inside again (hier_node_ranks)
     ALGO_COUNT
 } Algo;
 
-const char *algo_name(Algo a);               // "naive", "ring", "rd", "mpi", "nccl"
+const char *algo_name(Algo a);               // "naive", "ring", "rd", "mpi", "nccl", "hier"
 int algo_parse(const char *s, Algo *out);    // 0 on success
 
 void shard_range(size_t count, int n, int i, size_t *lo, size_t *hi);
@@ -37,11 +39,18 @@ void reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a
 void all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, Algo a);
 
+// The ranks of one node for ALGO_HIER: COURSE_NODE_RANKS, else torchrun's
+// LOCAL_WORLD_SIZE, else mpirun's OMPI_COMM_WORLD_LOCAL_SIZE, else the whole job (one
+// node). World rank r is on node r / that (node-major, as torchrun and mpirun number
+// them); it must divide the world size.
+int hier_node_ranks(const Comm *c);
+
 // For tests and benchmarks that loop over the collectives.
 typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_COUNT } CollOp;
 extern const char *const coll_op_names[OP_COUNT];  // "allreduce", "reduce_scatter", ...
 // 1 if collective op has algorithm a on the host: naive and mpi all four, ring all
-// but broadcast, rd the all-reduce and (a binomial tree) the broadcast.
+// but broadcast, rd the all-reduce and (a binomial tree) the broadcast, hier the
+// all-reduce.
 int collective_has(CollOp op, Algo a);
 const char *collective_algos(CollOp op);  // the names of those it has: "naive, ring, mpi"
 void run_collective(Comm *c, Group *g, CollOp op, void *buf, size_t count, DType dt, int root,

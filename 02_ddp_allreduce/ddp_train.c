@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     const char *algo = "ring", *transport = "shm", *gpu_comm = "auto", *grad_comm = "auto";
     Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
-        F_CHOICE("--algo", &algo, "naive|ring|rd|mpi", "the gradient all-reduce"),
+        F_CHOICE("--algo", &algo, "naive|ring|rd|mpi|hier", "the gradient all-reduce (hier: inside each node, then across; nodes from LOCAL_WORLD_SIZE or COURSE_NODE_RANKS)"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
         F_CHOICE("--gpu-comm", &gpu_comm, "auto|nccl|ipc|host", "with --device cuda, how gradients "

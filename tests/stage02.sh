@@ -44,6 +44,14 @@ if mpi_built; then
     done
 fi
 
+# The hierarchical all-reduce (collectives.c's ALGO_HIER: the ring inside each node,
+# then across the nodes on one shard, then inside again), its nodes given by
+# COURSE_NODE_RANKS: 3 nodes of 2, and 2 nodes of 4 under subgroups (uneven there: the
+# flat ring). Each rank's bytes inside and across the nodes are the hierarchy's.
+run collectives-hier-np6-nodes2 "$BUILD/tests/test_collectives" --np 6 --node-ranks 2 --timeout 10
+run collectives-hier-np8-nodes4-strided "$BUILD/tests/test_collectives" --np 8 --node-ranks 4 \
+    --strided --timeout 10
+
 # DDP's broadcast and gradient mean, each against one process (tests/test_ddp.c).
 for n in 2 3 4; do run "ddp-collectives-np$n" "$BUILD/tests/test_ddp" --np "$n" --timeout 10; done
 # The path a GPU run takes (a host copy of the buffer, the collective, the copy back),

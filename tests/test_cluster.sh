@@ -11,7 +11,8 @@ export CLUSTER_PREFIX=crst$$  # this run's own names (a run beside it cannot cla
 export CLUSTER_NET=10.213.$((($$ % 200) + 20))
 dir=$(mktemp -d)
 trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$dir"' EXIT
-checks="cluster.up cluster.torchrun_ddp_2x2 cluster.link_shaped cluster.down_leaves_nothing"
+checks="cluster.up cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_hier cluster.link_shaped
+        cluster.down_leaves_nothing"
 for c in $checks; do echo "PLAN $c"; done
 
 if ! bash scripts/cluster.sh up --nodes 2 --inter 1gbit >"$dir/up" 2>&1; then
@@ -26,25 +27,31 @@ if ! bash scripts/cluster.sh up --nodes 2 --inter 1gbit >"$dir/up" 2>&1; then
 fi
 echo "PASS cluster.up  $(tail -n 1 "$dir/up")"
 
-# 2 ranks on each node; the link between the nodes is the only way from one to the other.
+# 2 ranks on each node, started as torchrun starts them (LOCAL_WORLD_SIZE: the ranks of
+# a node); the link between the nodes is the only way from one to the other.
 model=(--preset tiny --steps 5 --batch 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1)
 port=$((20000 + $$ % 20000)) master=$(bash scripts/cluster.sh addr 0)
-pids=()
-for r in 0 1 2 3; do
-    RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) MASTER_ADDR=$master MASTER_PORT=$port \
-        bash scripts/cluster.sh exec $((r / 2)) "$BUILD/ddp_train" --transport tcp --timeout 30 \
-        "${model[@]}" --save-params "$dir/ddp.safetensors" >"$dir/rank$r.log" 2>&1 &
-    pids+=($!)
-done
-rcs=()
-for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
 "$BUILD/train" "${model[@]}" --batch 8 --save-params "$dir/one.safetensors" >"$dir/one.log" 2>&1
-if [ "${rcs[*]}" = "0 0 0 0" ]; then
-    "$BUILD/tests/compare_params" "$dir/ddp.safetensors" "$dir/one.safetensors" 1e-5 \
-        cluster.torchrun_ddp_2x2 | sed 's/$/ (ranks 0,1 on node 0, 2,3 on node 1; TCP)/'
-else
-    echo "FAIL cluster.torchrun_ddp_2x2  exit codes ${rcs[*]}: $(grep -h -m1 -E 'error|killed' "$dir"/rank*.log | head -n 2)"
-fi
+ddp_2x2() {  # ddp_2x2 CHECK FLAGS...: DDP on the 4 ranks against one process
+    local check=$1 r p rcs=() pids=(); shift
+    port=$((port + 1))
+    for r in 0 1 2 3; do
+        RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 MASTER_ADDR=$master \
+            MASTER_PORT=$port bash scripts/cluster.sh exec $((r / 2)) "$BUILD/ddp_train" \
+            --transport tcp --timeout 30 "${model[@]}" "$@" --save-params "$dir/$check.safetensors" \
+            >"$dir/$check.rank$r.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
+    if [ "${rcs[*]}" = "0 0 0 0" ]; then
+        "$BUILD/tests/compare_params" "$dir/$check.safetensors" "$dir/one.safetensors" 1e-5 "$check" |
+            sed "s/\$/ (ranks 0,1 on node 0, 2,3 on node 1; TCP; ${*:-ring})/"
+    else
+        echo "FAIL $check  exit codes ${rcs[*]}: $(grep -h -m1 -E 'error|killed' "$dir/$check".rank*.log | head -n 2)"
+    fi
+}
+ddp_2x2 cluster.torchrun_ddp_2x2
+ddp_2x2 cluster.torchrun_ddp_2x2_hier --algo hier  # inside each node, then across
 
 # The link between the nodes is as slow as asked: 2.5 MB from node 0 to node 1 at 20
 # Mbit/s cannot take less than (2.5 MB - the 125 kB burst) / 2.5 MB/s = 0.95 s. A busy

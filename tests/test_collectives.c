@@ -72,6 +72,11 @@ typedef struct {
     // what the group must send in all, (p-1)·n elements per reduce-scatter or
     // all-gather and twice that per all-reduce, whatever shard each rank sends when.
     double sent, want_share;
+    // The hierarchical all-reduce's (ALGO_HIER, on the world only): the bytes this rank
+    // sent inside its node (reduce-scatter and all-gather there) and across the nodes
+    // (the all-reduce of its shard), and its share of what they must be: with m nodes of
+    // k ranks, 2m(k-1) n elements inside and 2(m-1) n across, summed over the ranks.
+    double inside, inside_want, across, across_want;
 } Verdict;
 
 // The counter a collective's bytes land in: the dispatcher's (collectives.c opens
@@ -90,7 +95,17 @@ static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt
     fill(buf, dt, r, n);
     int root = p > 1 ? 1 : 0;  // not always rank 0
     uint64_t before = comm_counters(c)[coll_kind(op)].bytes_sent;
+    const CommCounter *k = comm_counters(c);
+    uint64_t inside0 = k[COLL_REDUCE_SCATTER].bytes_sent + k[COLL_ALLGATHER].bytes_sent;
     run_collective(c, g, op, buf, n, dt, root, a);
+    if (a == ALGO_HIER && g == comm_world(c)) {
+        double e = (double)n * dtype_size(dt), nk = hier_node_ranks(c), m = p / nk;
+        v->across += (double)(k[COLL_ALLREDUCE].bytes_sent - before);
+        v->inside += (double)(k[COLL_REDUCE_SCATTER].bytes_sent + k[COLL_ALLGATHER].bytes_sent -
+                              inside0);
+        v->across_want += 2 * (m - 1) * e / p;
+        v->inside_want += 2 * m * (nk - 1) * e / p;
+    }
     if (a == ALGO_RING && op != OP_BROADCAST) {
         v->sent += (double)(comm_counters(c)[coll_kind(op)].bytes_sent - before);
         v->want_share += (op == OP_ALLREDUCE ? 2.0 : 1.0) * (p - 1) * n * dtype_size(dt) / p;
@@ -158,9 +173,15 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
         }
     }
     double sent = 0, want = 0;  // the ring's bytes, every rank's together
-    for (int q = 0; q < p; q++) sent += all[q].sent, want += all[q].want_share;
+    double in = 0, in_want = 0, across = 0, across_want = 0;  // the hierarchy's
+    for (int q = 0; q < p; q++) {
+        sent += all[q].sent, want += all[q].want_share;
+        in += all[q].inside, in_want += all[q].inside_want;
+        across += all[q].across, across_want += all[q].across_want;
+    }
     int bytes_ok = fabs(sent - want) < 0.5;
-    int ok = wrong == 0 && rand_bad == 0 && bytes_ok;
+    int hier_ok = fabs(in - in_want) < 0.5 && fabs(across - across_want) < 0.5;
+    int ok = wrong == 0 && rand_bad == 0 && bytes_ok && hier_ok;
     printf("%s %s  %s: %lld wrong elements", ok ? "PASS" : "FAIL", name, what, (long long)wrong);
     if (want > 0 || sent > 0)
         printf("; the ranks sent %.0f bytes in all, %s a ring's (p-1)/p of each buffer per "
@@ -171,6 +192,10 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
                                            : ": less than a ring sends (the all-reduce's bytes "
                                              "counted elsewhere: call ring_reduce_scatter and "
                                              "ring_all_gather directly, not the dispatchers)");
+    if (in_want > 0 || across_want > 0)
+        printf("; inside the nodes %.0f bytes %s 2m(k-1)n, across them %.0f %s 2(m-1)n "
+               "(m nodes of k ranks)", in, fabs(in - in_want) < 0.5 ? "=" : "!=", across,
+               fabs(across - across_want) < 0.5 ? "=" : "!=");
     if (first >= 0) printf(" on %d of %d ranks", bad_ranks, p);
     if (with_random) printf("; random fp32 %s 1e-6", rand_bad ? "beyond" : "within");
     if (first >= 0) {
@@ -195,6 +220,7 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
 
 int main(int argc, char **argv) {
     int np = 1, mismatch = 0, kill_rank = -1, kill_at = 0, stall_rank = -1, large = 0, strided = 0;
+    int node_ranks = 0;
     double timeout = 30;
     const char *transport = "shm", *stores = "auto", *op_s = "all";
     Flag flags[] = {
@@ -209,6 +235,9 @@ int main(int argc, char **argv) {
                "(catches a send waited for before its receive is posted)"),
         F_BOOL("--strided", &strided, "every collective on two subgroups, not the world: the "
                "even world ranks and the odd ones, each in descending order (needs --np >= 4)"),
+        F_INT_SENTINEL("--node-ranks", &node_ranks, 1, COMM_MAX_RANKS, "0 = one node",
+                       "ranks per node for the hierarchical all-reduce (COURSE_NODE_RANKS); only "
+                       "'hier' then runs"),
         F_BOOL("--mismatch", &mismatch, "rank 1 calls all-reduce with one element more (must be reported)"),
         F_INT_SENTINEL("--kill-rank", &kill_rank, 0, COMM_MAX_RANKS - 1, "-1 = none",
                        "this rank kills itself ..."),
@@ -219,6 +248,11 @@ int main(int argc, char **argv) {
     };
     flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_collectives [flags]",
                 "Checks every collective and algorithm against a serial sum.");
+    if (node_ranks) {  // before the launch: the forked ranks inherit it
+        char k[16];
+        snprintf(k, sizeof k, "%d", node_ranks);
+        setenv("COURSE_NODE_RANKS", k, 1);
+    }
     CommConfig cc = {.np = np, .timeout_s = timeout};
     transport_parse(transport, &cc.transport);
     shm_stores_parse(stores, &cc.shm_stores);
@@ -247,6 +281,8 @@ int main(int argc, char **argv) {
         snprintf(suffix, sizeof suffix, ".%s", transport_name(comm_transport(c)));
     else if (cc.shm_stores != SHM_STORES_AUTO)
         snprintf(suffix, sizeof suffix, ".%s", stores);
+    if (node_ranks)
+        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".nodes%d", node_ranks);
     // The group the collectives run in: the world, or this rank's strided subgroup.
     Group sub, *g = world;
     if (strided) {
@@ -261,7 +297,8 @@ int main(int argc, char **argv) {
     for (int op = 0; op < OP_COUNT; op++) {
         if (strcmp(op_s, "all") != 0 && strcmp(op_s, coll_op_names[op]) != 0) continue;
         for (int a = 0; a < ALGO_COUNT; a++) {
-            if (a == ALGO_NCCL || (a == ALGO_MPI && !with_mpi) || !collective_has((CollOp)op, (Algo)a))
+            if (a == ALGO_NCCL || (a == ALGO_MPI && !with_mpi) || !collective_has((CollOp)op, (Algo)a) ||
+                (node_ranks != 0) != (a == ALGO_HIER))  // hier with --node-ranks, alone
                 continue;
             char name[96];
             snprintf(name, sizeof name, "coll.%s.%s.%snp%d%s", coll_op_names[op],
