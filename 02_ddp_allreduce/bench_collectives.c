@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
         F_CHOICE("--op", &op_s, "allreduce|reduce_scatter|all_gather|broadcast", "the collective"),
-        F_CHOICE("--algo", &algo_s, "naive|ring|rd|mpi|nccl", "the algorithm (mpi: under mpirun; "
+        F_CHOICE("--algo", &algo_s, "naive|ring|rd|mpi|nccl|hier", "the algorithm (mpi: under mpirun; "
                  "nccl: --device cuda)"),
         F_CHOICE("--device", &device_s, "cpu|cuda", "where the buffers live (cuda: --algo ring is "
                  "our ring over CUDA IPC, --algo nccl is NCCL)"),
