@@ -58,7 +58,7 @@ s3_case() {  # s3_case VARIANT TOL N ACCUM ALGO STRATEGY [FLAGS...]
     norms=$(paste -d' ' <(grep -o 'norm [0-9.]*' "${ref%.safetensors}.log" | cut -d' ' -f2) \
                         <(grep -o 'norm [0-9.]*' "$f.log" | cut -d' ' -f2))
     if ! awk 'NF != 2 || $2 < $1 * 0.999 - 0.0015 || $2 > $1 * 1.001 + 0.0015 {bad = 1} END {exit bad || NR != 5}' <<<"$norms"; then
-        echo "FAIL $name  the gradient norms of the 5 steps (reference, this run): $(tr '\n' ';' <<<"$norms")$(awk 'NF == 2 && $1 > 0 {r = $2 / $1; if (NR == 1) f = r; else if (r < f * 0.99 || r > f * 1.01) c = 1} END {if (NR && !c && (f < 0.99 || f > 1.01)) printf " (off by the same factor %.3f every step: check zero_step.c'"'"'s mean, 1/the world'"'"'s size, and the norm'"'"'s all-reduce, over s->dp)", f}' <<<"$norms")"
+        echo "FAIL $name  the gradient norms of the 5 steps (reference, this run): $(tr '\n' ';' <<<"$norms")$(awk 'NF == 2 && $1 > 0 {r = $2 / $1; if (NR == 1) f = r; else if (r < f * 0.99 || r > f * 1.01) c = 1} END {if (NR && !c && (f < 0.99 || f > 1.01)) printf " (off by the same factor %.3f every step: a mean or a norm over the wrong set of ranks? which ranks hold different shards, which the same?)", f}' <<<"$norms")"
     else
         "$BUILD/tests/compare_params" "$f.safetensors" "$ref" "$tol" "$name"
     fi

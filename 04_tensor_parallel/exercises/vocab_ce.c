@@ -26,7 +26,7 @@
 // logits_max, logits_sumexp, crossentropy_loss, crossentropy_backward_split; copy,
 // to_host, to_device. The group's collectives (../tp.h): tp_all_gather, tp_allreduce
 // (they SUM; there is no max). Buffers: g->acts.vocab_stats, g->vocab_work (t*N floats
-// of scratch), g->acts.targets (device ids). All three are device memory under
+// of scratch: at least 2N, as t >= 2 here), g->acts.targets (device ids). All three are device memory under
 // --device cuda: read or write them on the host only through to_host / to_device (a
 // GPU run would crash; the grader runs your code a second time on a CPU device whose
 // memory the host cannot read: tests/opaque_device.h).

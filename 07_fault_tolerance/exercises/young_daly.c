@@ -2,8 +2,8 @@
 // Stuck? make hint-7 PART=young_daly   (tier 1 a nudge; TIER=2, 3 more)
 //
 // Read the lesson's opening section (the waste of checkpointing every T seconds),
-// ../young_daly.h (the units, and the model goodput_simulate runs) and
-// ../../docs/formulas.md §10.3 (the published forms and the test vector). All times
+// ../young_daly.h (the units, Daly's published form, and the model goodput_simulate
+// runs). All times
 // in seconds: C what one checkpoint costs (training stopped), M the job's mean time
 // between failures, T the compute between two checkpoints, R what a failure costs
 // beyond the lost work (a restart and a load).
@@ -12,9 +12,9 @@
 //   young_interval(C, M)   Young's first-order optimum: the T that minimises the
 //                          waste per unit of time, C/T for the writes plus the work
 //                          a failure throws away (half an interval on average, at
-//                          rate 1/M). Derive it, or take it from the lesson.
+//                          rate 1/M). Derive it.
 //   daly_interval(C, M)    Daly's (2006) higher-order estimate exactly as
-//                          formulas.md §10.3 states it, in both of its regimes
+//                          ../young_daly.h states it, in both of its regimes
 //                          (C below 2M, and from 2M on). Not either of the simpler
 //                          forms that software sometimes calls Daly's.
 //   goodput_model(C,M,T,R) the expected goodput of goodput_simulate's model over a
