@@ -14,12 +14,13 @@
 // range: s->pshard + at(i) when the strategy shards them (s->pshard != NULL), else
 // g->params + s->opt[i].begin.
 //
-// What you may use: buckets_finish(s); ctx->ops->scale(ctx, ptr, factor, elements);
-// sharded_sum_squares(s, grads) (this rank's sum of squares, a double);
-// async_allreduce(s->ac, group, &x, 1, DT_F64, ALGO_NAIVE, "name") then the value is
-// the sum over the group; adamw_step_at(&s->opt[i], g, weights, grads, norm) (optim.h);
-// weights_all_gather(s) (units.c: the updated weights to every rank, in bf16 on the
-// wire when the recipe allows it, stage 06's --param-comm).
+// What you may use (in no particular order): adamw_step_at(&s->opt[i], g, weights,
+// grads, norm) (optim.h); async_allreduce(s->ac, group, &x, 1, DT_F64, ALGO_NAIVE,
+// "name"), after which x is the sum over the group; buckets_finish(s);
+// ctx->ops->scale(ctx, ptr, factor, elements); sharded_sum_squares(s, grads) (this
+// rank's sum of squares, a double); weights_all_gather(s) (units.c: the updated
+// weights to every rank, in bf16 on the wire when the recipe allows it, stage 06's
+// --param-comm).
 #include <math.h>
 
 #include "check.h"
