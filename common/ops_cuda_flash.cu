@@ -38,6 +38,16 @@ static __device__ void load_rows(float *dst, const float *src, int r0, int rows,
         dst[e] = src[(size_t)(r0 + e / hs) * ld + e % hs];
 }
 
+// The two tiles of a step (K and V, or Q and dout), rows [r0, r0 + rows), into shared
+// memory, once every thread is done with the step before. Every thread calls it.
+static __device__ void load_step(float *a, const float *src_a, int ld_a, float *b,
+                                 const float *src_b, int ld_b, int r0, int rows, int hs) {
+    __syncthreads();
+    load_rows(a, src_a, r0, rows, hs, ld_a);
+    load_rows(b, src_b, r0, rows, hs, ld_b);
+    __syncthreads();
+}
+
 // ---------------------------------------------------------------- forward
 
 // Grid (query tiles, NH, B), FLASH_BR threads: thread r owns query row i0 + r.
@@ -54,10 +64,7 @@ static __global__ void flash_forward_kernel(float *out, float *lse, const float 
     float m = -INFINITY, l = 0.0f;
     for (int j0 = 0; j0 < flash_key_end(i0, T); j0 += FLASH_BC) {
         int cols = flash_tile_cols(j0, T);
-        __syncthreads();  // the previous tile is no longer read
-        load_rows(Ks, x.k, j0, cols, hs, x.ld);
-        load_rows(Vs, x.v, j0, cols, hs, x.ld);
-        __syncthreads();
+        load_step(Ks, x.k, x.ld, Vs, x.v, x.ld, j0, cols, hs);
         if (!valid) continue;
         int seen = flash_keys_seen(i, j0, cols);
         float mx = m;
@@ -153,10 +160,7 @@ static __global__ void flash_dkdv_kernel(float *dqkv, const float *dout, const f
     }
     for (int i0 = flash_query_start(j0); i0 < T; i0 += FLASH_BR) {
         int rows = flash_tile_rows(i0, T);
-        __syncthreads();
-        load_rows(Qs, x.q, i0, rows, hs, x.ld);
-        load_rows(Ys, dy, i0, rows, hs, C);
-        __syncthreads();
+        load_step(Qs, x.q, x.ld, Ys, dy, C, i0, rows, hs);
         if (!valid) continue;
         for (int r = j > i0 ? j - i0 : 0; r < rows; r++) {  // the queries i >= j
             int i = i0 + r;
@@ -193,10 +197,7 @@ static __global__ void flash_dq_kernel(float *dqkv, const float *dout, const flo
     float L = valid ? lse[bh * T + i] : 0.0f, Di = valid ? D[bh * T + i] : 0.0f;
     for (int j0 = 0; j0 < flash_key_end(i0, T); j0 += FLASH_BC) {
         int cols = flash_tile_cols(j0, T);
-        __syncthreads();
-        load_rows(Ks, x.k, j0, cols, hs, x.ld);
-        load_rows(Vs, x.v, j0, cols, hs, x.ld);
-        __syncthreads();
+        load_step(Ks, x.k, x.ld, Vs, x.v, x.ld, j0, cols, hs);
         if (!valid) continue;
         for (int c = 0; c < flash_keys_seen(i, j0, cols); c++) {
             FlashGrad g = flash_grad(q, Ks + c * hs, dy, Vs + c * hs, hs, x.scale, L, Di, rt);
