@@ -32,6 +32,7 @@ struct AsyncComm {
     Timeline *tl;
     int threaded, stop;
     int late;                // COURSE_LATE_COMPLETION=1: coll_test says "not yet" until waited
+    int eager;               // COURSE_EAGER_COLLECTIVES=1: the data move before start returns
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t work, finished;
@@ -76,6 +77,14 @@ static CollTask *pop(AsyncComm *a) {
     return t;
 }
 
+// Without a thread: run everything started up to and including t, in order.
+static void run_queued(AsyncComm *a, CollTask *t) {
+    for (CollTask *q; !t->done && (q = pop(a));) {
+        run(a, q);
+        q->done = 1;
+    }
+}
+
 static void *progress_thread(void *arg) {
     AsyncComm *a = arg;
     comm_bind_thread(a->c, 1);
@@ -108,6 +117,14 @@ AsyncComm *async_comm_new(Comm *c, Timeline *tl, int threaded) {
     // whatever this machine's timing (tests/stage03.sh's sharded.overlap.*).
     const char *late = getenv("COURSE_LATE_COMPLETION");
     a->late = late && strcmp(late, "1") == 0;
+    // The other end of the same freedom: a collective's data may move at any moment
+    // between its start and its wait. --no-overlap moves them at the wait (the
+    // latest); this moves them inside the start (the earliest: a GPU's communication
+    // stream free at once). Code that writes into a buffer after starting its
+    // collective, or reads a result before waiting, gets one answer under one and
+    // another under the other, deterministically (tests/stage03.sh's *.eager runs).
+    const char *eager = getenv("COURSE_EAGER_COLLECTIVES");
+    a->eager = eager && strcmp(eager, "1") == 0;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work, NULL);
     pthread_cond_init(&a->finished, NULL);
@@ -143,7 +160,10 @@ static CollTask *start(AsyncComm *a, CollTask *t) {
     else a->head = t;
     a->tail = t;
     pthread_cond_signal(&a->work);
+    if (a->eager && a->threaded)  // the thread owns the Comm: it runs t now, we wait
+        while (!t->done) pthread_cond_wait(&a->finished, &a->mu);
     pthread_mutex_unlock(&a->mu);
+    if (a->eager && !a->threaded) run_queued(a, t);
     return t;
 }
 
@@ -183,11 +203,7 @@ CollTask *all_gather_start(AsyncComm *a, Group *g, void *buf, const Blocks *b, D
 void coll_wait(AsyncComm *a, CollTask *t) {
     double t0 = now_seconds();
     if (!a->threaded) {
-        // No thread: run everything started up to and including t, in order.
-        for (CollTask *q; !t->done && (q = pop(a));) {
-            run(a, q);
-            q->done = 1;
-        }
+        run_queued(a, t);
         CHECK(t->done, "coll_wait: '%s' was never started here", t->label);
     } else {
         pthread_mutex_lock(&a->mu);

@@ -56,7 +56,9 @@ void coll_wait(AsyncComm *a, CollTask *t);
 // 1 if it is done (coll_wait then returns at once), without blocking. Without a
 // thread nothing runs before its wait, so this is 0 until then; nor does anything
 // report done before its wait under COURSE_LATE_COMPLETION=1 (a checking mode: code
-// may never rely on a collective being done before it waits).
+// may never rely on a collective being done before it waits). Under
+// COURSE_EAGER_COLLECTIVES=1 the data move inside the start call: the buffer must be
+// final when the collective starts, and nothing may touch it until the wait.
 int coll_test(AsyncComm *a, CollTask *t);
 // Blocking conveniences: start and wait.
 void async_allreduce(AsyncComm *a, Group *g, void *buf, size_t count, DType dt, Algo algo,

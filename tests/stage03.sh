@@ -197,6 +197,13 @@ run sharded-ddp-nooverlap bash -c 's3_case nooverlap 0 3 1 naive ddp --no-overla
 run sharded-zero2-bucket0 bash -c 's3_case bucket0 0 3 1 naive zero2 --bucket-mb 0'
 run sharded-zero2-nooverlap bash -c 's3_case nooverlap 0 3 1 naive zero2 --no-overlap --bucket-mb 0'
 run sharded-zero3-nooverlap bash -c 's3_case nooverlap 0 3 1 naive zero3 --no-overlap --bucket-mb 0'
+# The other extreme: every collective's data move inside its start call
+# (COURSE_EAGER_COLLECTIVES=1, async_coll.c), the earliest a GPU could move them.
+# Equal under both, a buffer was final at its start and untouched until its wait.
+for st in ddp zero2 fsdp; do
+    run "sharded-$st-eager" env COURSE_EAGER_COLLECTIVES=1 \
+        bash -c 's3_case eager 0 3 1 naive "$1" --bucket-mb 0' _ "$st"
+done
 s3_rank0_comm() { grep -h -m1 -o '^MEM rank=0 .*comm=[0-9]*' "$1" | sed 's/.*comm=//'; }  # rank 0's peak MEM_COMM
 export -f s3_rank0_comm
 # Without the progress thread the sharded strategies still reduce each bucket as
