@@ -68,7 +68,7 @@ stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 # them with nm).
 CORE := log dtype rng ledger flags files json safetensors safetensors_json safetensors_write ctx ops_timed \
         ops_cpu ops_cpu_precision ops_cpu_flash model_layout model_acts model_backward model optim data perf \
-        comm launch comm_shm comm_tcp train_state train_ext train_args train_job trainer timeline
+        comm launch launch_nodes comm_shm comm_tcp comm_hybrid train_state train_ext train_args train_job trainer timeline
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 # The training extensions linked into every driver: each stage in the build that
 # has one adds its objects here (06_mixed_precision/stage.mk, 07_fault_tolerance/

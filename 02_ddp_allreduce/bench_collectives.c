@@ -88,6 +88,8 @@ static long check(const Target *t, int op, void *buf, void *host, size_t n, DTyp
 }
 
 int main(int argc, char **argv) {
+    int nodes = 1;
+    const char *cluster = NULL;
     int np = 1, factor = 2, iters_flag = 0, warmup = 2;
     double timeout = 120;
     size_t min_bytes = 4, max_bytes = (size_t)1 << 28;
@@ -95,6 +97,7 @@ int main(int argc, char **argv) {
     const char *out_path = NULL, *device_s = "cpu", *stores_s = "auto";
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
+        F_NODES(&nodes, &cluster),
         F_CHOICE("--op", &op_s, "allreduce|reduce_scatter|all_gather|broadcast", "the collective"),
         F_CHOICE("--algo", &algo_s, "naive|ring|rd|mpi|nccl|hier", "the algorithm (mpi: under mpirun; "
                  "nccl: --device cuda)"),
@@ -132,7 +135,7 @@ int main(int argc, char **argv) {
         flags_fail("--op %s has no --algo %s: it has %s", op_s, algo_s, collective_algos((CollOp)op));
     if (dev == DEV_CUDA && algo != ALGO_RING && algo != ALGO_NCCL)
         flags_fail("--device cuda: --algo is ring (our ring over CUDA IPC) or nccl, not %s", algo_s);
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .nodes = nodes, .cluster = cluster};
     transport_parse(transport, &cc.transport);
     shm_stores_parse(stores_s, &cc.shm_stores);
     if (dev == DEV_CUDA) gpu_check_launch(np);  // before the fork: once, not in every rank

@@ -132,26 +132,11 @@ static void tree_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt,
 
 // ---------------------------------------------------------------- hierarchical
 
-int hier_node_ranks(const Comm *c) {
-    const char *names[] = {"COURSE_NODE_RANKS", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (!v || !*v) continue;
-        char *end;
-        long k = strtol(v, &end, 10);
-        int p = comm_size(c);
-        CHECK(*end == '\0' && k >= 1 && k <= p && p % k == 0, "%s=%s: the ranks of one node must "
-              "be a number that divides the job's %d ranks", names[i], v, p);
-        return (int)k;
-    }
-    return comm_size(c);
-}
-
 // The members of g on this rank's node (in g's order), and the members with this
 // rank's place among them on every node (in node order). 0 when g's members are not
 // spread evenly over the nodes it touches: then there is no hierarchy to follow.
 static int hier_groups(Comm *c, Group *g, Group *node, Group *across) {
-    int k = hier_node_ranks(c), me = comm_rank(c), mine = me / k, per[COMM_MAX_RANKS] = {0};
+    int k = comm_node_size(c), me = comm_rank(c), mine = me / k, per[COMM_MAX_RANKS] = {0};
     int local[COMM_MAX_RANKS], n = 0, at_node = -1, others[COMM_MAX_RANKS], m = 0;
     for (int i = 0; i < g->size; i++) {
         int w = g->ranks[i], nd = w / k;

@@ -25,7 +25,7 @@ typedef enum {
     ALGO_MPI,        // the MPI library's own (needs mpirun)
     ALGO_NCCL,       // NCCL (GPU buffers; see comm_cuda.h)
     ALGO_HIER,       // hierarchical all-reduce: the ring inside each node, then across
-                     // the nodes on one shard, then the ring inside again (hier_node_ranks)
+                     // the nodes on one shard, then the ring inside again (nodes: comm_node_size)
     ALGO_COUNT
 } Algo;
 
@@ -38,12 +38,6 @@ void allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, Algo a);
-
-// The ranks of one node for ALGO_HIER: COURSE_NODE_RANKS, else torchrun's
-// LOCAL_WORLD_SIZE, else mpirun's OMPI_COMM_WORLD_LOCAL_SIZE, else the whole job (one
-// node). World rank r is on node r / that (node-major, as torchrun and mpirun number
-// them); it must divide the world size.
-int hier_node_ranks(const Comm *c);
 
 // For tests and benchmarks that loop over the collectives.
 typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_COUNT } CollOp;

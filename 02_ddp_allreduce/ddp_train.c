@@ -55,11 +55,14 @@ static void describe(const DDP *d, const TrainJob *j, int wire_bf16, char *label
 }
 
 int main(int argc, char **argv) {
+    int nodes = 1;
+    const char *cluster = NULL;
     int np = 1;
     double timeout = 60;
     const char *algo = "ring", *transport = "shm", *gpu_comm = "auto", *grad_comm = "auto";
     Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
+        F_NODES(&nodes, &cluster),
         F_CHOICE("--algo", &algo, "naive|ring|rd|mpi|hier", "the gradient all-reduce (hier: inside each node, then across; nodes from LOCAL_WORLD_SIZE or COURSE_NODE_RANKS)"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
         F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
@@ -74,7 +77,7 @@ int main(int argc, char **argv) {
     train_job_parse(&j, argc, argv, mine, FLAG_COUNT(mine), "ddp_train [flags]",
                     "Data-parallel training: every rank a full replica, gradients all-reduced each step.");
     int wire_bf16 = wire_is_bf16(&j, grad_comm, gpu_comm);
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .nodes = nodes, .cluster = cluster};
     transport_parse(transport, &cc.transport);
     char words[128];  // every rank the same flags (mpirun: each its own command line)
     snprintf(words, sizeof words, "--algo=%s --gpu-comm=%s --grad-comm=%s", algo, gpu_comm,

@@ -29,18 +29,19 @@ static void barrier(GPT *g, void *arg) {
 
 // The driver's own flags (the training flags and the extensions' come from trainer.h).
 typedef struct {
-    int np, no_overlap, no_prefetch, no_reshard, unit_layers, shard_size;
+    int np, nodes, no_overlap, no_prefetch, no_reshard, unit_layers, shard_size;
     int kill_rank, kill_at, stall_rank, stall_at;
     double timeout, bucket_mb;
-    const char *strategy, *algo, *transport, *trace, *grad_comm, *param_comm;
+    const char *strategy, *algo, *transport, *cluster, *trace, *grad_comm, *param_comm;
 } Opts;
 
 static int opts_flags(Opts *o, Flag *rows) {
-    *o = (Opts){.np = 1, .unit_layers = 1, .kill_rank = -1, .stall_rank = -1, .timeout = 60,
+    *o = (Opts){.np = 1, .nodes = 1, .unit_layers = 1, .kill_rank = -1, .stall_rank = -1, .timeout = 60,
                 .bucket_mb = 25, .strategy = "ddp", .algo = "ring", .transport = "shm",
                 .grad_comm = "auto", .param_comm = "auto"};
     Flag f[] = {
         F_INT("--np", &o->np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
+        F_NODES(&o->nodes, &o->cluster),
         F_CHOICE("--strategy", &o->strategy, "ddp|zero1|zero2|zero3|fsdp|hsdp", "what is sharded "
                  "(03_bucketing_zero/README.md)"),
         F_CHOICE("--algo", &o->algo, "ring|naive|mpi", "the collectives (naive: member order, bit "
@@ -182,7 +183,7 @@ int main(int argc, char **argv) {
                     "ZeRO-1/2/3, FSDP or HSDP sharding.");
     if (o.trace) timeline_check_output(o.trace);  // written at the end: a bad path fails now
     ShardConfig sc = shard_config(&o, &j);
-    CommConfig cc = {.np = o.np, .timeout_s = o.timeout};
+    CommConfig cc = {.np = o.np, .timeout_s = o.timeout, .nodes = o.nodes, .cluster = o.cluster};
     transport_parse(o.transport, &cc.transport);
     char words[512];
     snprintf(words, sizeof words, "--strategy=%s --algo=%s --bucket-mb=%g --overlap=%d "

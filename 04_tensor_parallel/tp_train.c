@@ -27,11 +27,14 @@ static void barrier(GPT *g, void *arg) {
 }
 
 int main(int argc, char **argv) {
+    int nodes = 1;
+    const char *cluster = NULL;
     int np = 1, tp = 0, sp = 0;
     double timeout = 60;
     const char *algo = "ring", *transport = "shm";
     Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
+        F_NODES(&nodes, &cluster),
         F_INT_SENTINEL("--tp", &tp, 1, COMM_MAX_RANKS, "0 = all ranks", "tensor-parallel ranks "
                        "per group; must divide the ranks and --heads (the rest is data parallel)"),
         F_BOOL("--sp", &sp, "sequence parallelism: LayerNorms and the residual stream split over "
@@ -46,7 +49,7 @@ int main(int argc, char **argv) {
                     "parallelism over a dp x tp mesh of ranks.");
     const GPTConfig *cfg = &j.cfg;
     // Everything that can be wrong with the layout is said before any rank starts.
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .nodes = nodes, .cluster = cluster};
     transport_parse(transport, &cc.transport);
     int world = comm_planned_size(&cc);
     if (flag_on(j.flags, j.nf, "--elastic"))  // (stage 07's flag, where it is linked in)

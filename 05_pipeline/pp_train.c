@@ -32,16 +32,17 @@ static void barrier(GPT *g, void *arg) {
 
 // The driver's own flags (the training flags and the extensions' come from trainer.h).
 typedef struct {
-    int np, pp, tp, sp, chunks, kill_rank, kill_at, zero1;
+    int np, nodes, pp, tp, sp, chunks, kill_rank, kill_at, zero1;
     double timeout;
-    const char *sched, *algo, *transport, *trace;
+    const char *sched, *algo, *transport, *cluster, *trace;
 } Opts;
 
 static int opts_flags(Opts *o, Flag *rows) {
-    *o = (Opts){.np = 1, .tp = 1, .kill_rank = -1, .kill_at = -1, .timeout = 60,
+    *o = (Opts){.np = 1, .nodes = 1, .tp = 1, .kill_rank = -1, .kill_at = -1, .timeout = 60,
                 .sched = "1f1b", .algo = "ring", .transport = "shm"};
     Flag f[] = {
         F_INT("--np", &o->np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
+        F_NODES(&o->nodes, &o->cluster),
         F_INT_SENTINEL("--pp", &o->pp, 1, PP_MAX_STAGES, "0 = the ranks / --tp", "pipeline stages"),
         F_INT("--tp", &o->tp, 1, COMM_MAX_RANKS, "tensor-parallel ranks inside each stage"),
         F_BOOL("--sp", &o->sp, "sequence parallelism inside each stage (with --tp >= 2)"),
@@ -185,7 +186,7 @@ int main(int argc, char **argv) {
                     "Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B, zero-bubble ZB-H1) "
                     "composed with tensor and data parallelism over a dp x tp x pp mesh of ranks.");
     if (o.trace) timeline_check_output(o.trace);  // written at the end: a bad path fails now
-    CommConfig cc = {.np = o.np, .timeout_s = o.timeout};
+    CommConfig cc = {.np = o.np, .timeout_s = o.timeout, .nodes = o.nodes, .cluster = o.cluster};
     transport_parse(o.transport, &cc.transport);
     PPSchedule *S = check_layout(&o, &j, &cc);
     char words[160];

@@ -22,7 +22,7 @@ static const char *kind_names[COLL_KINDS] = {"point-to-point", "barrier", "all-r
                                              "reduce"};
 const char *coll_name(CollKind k) { return k < COLL_KINDS ? kind_names[k] : "?"; }
 
-static const char *transport_names[TRANSPORT_COUNT] = {"shm", "mpi", "tcp"};
+static const char *transport_names[TRANSPORT_COUNT] = {"shm", "mpi", "tcp", "shm+tcp"};
 const char *transport_name(Transport t) { return t < TRANSPORT_COUNT ? transport_names[t] : "?"; }
 int transport_parse(const char *s, Transport *out) {
     for (int t = 0; t < TRANSPORT_COUNT; t++)
@@ -47,6 +47,12 @@ Group *comm_world(Comm *c) { return &c->world; }
 int comm_local_size(const Comm *c) { return c->local_size; }
 int comm_slot(const Comm *c) { return c->slot; }
 int comm_local_cores(const Comm *c) { return c->local_cores; }
+int comm_node_size(const Comm *c) { return c->node_size > 0 ? c->node_size : c->size; }
+int comm_node(const Comm *c, int world_rank) { return world_rank / comm_node_size(c); }
+void comm_link_bytes(const Comm *c, uint64_t sent[2]) {
+    sent[0] = c->link_sent[0];
+    sent[1] = c->link_sent[1];
+}
 
 // ---------------------------------------------------------------- groups
 
@@ -134,7 +140,10 @@ void comm_coll_end(Comm *c) {
 }
 
 const CommCounter *comm_counters(const Comm *c) { return c->counters; }
-void comm_reset_counters(Comm *c) { memset(c->counters, 0, sizeof c->counters); }
+void comm_reset_counters(Comm *c) {
+    memset(c->counters, 0, sizeof c->counters);
+    memset(c->link_sent, 0, sizeof c->link_sent);
+}
 void comm_inject_kill(Comm *c, int rank, int64_t seq) { c->kill_rank = rank; c->kill_seq = seq; }
 void comm_inject_stall(Comm *c, int rank, int64_t seq) { c->stall_rank = rank; c->stall_seq = seq; }
 void comm_inject_kill_mid(Comm *c) { c->kill_mid = 1; }
@@ -159,6 +168,7 @@ static CommRequest *request(Comm *c, const Group *g, int peer, void *buf, size_t
                          .bytes = bytes};
     CollKind k = in_coll ? c->cur_kind : COLL_P2P;
     if (send) c->counters[k].bytes_sent += bytes; else c->counters[k].bytes_recv += bytes;
+    if (send) c->link_sent[comm_node(c, r->peer) != comm_node(c, c->rank)] += bytes;
     if (send && k == COLL_P2P) c->counters[k].calls++;
     return r;
 }

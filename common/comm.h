@@ -4,11 +4,14 @@
 //   1. built in:  `prog --np 4 ...` forks 4 ranks on this machine (the default);
 //   2. `mpirun -np 4 prog ...`  (detected from OpenMPI's environment);
 //   3. torchrun's convention: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.
-// and talks over one of three transports for host buffers:
+// and talks over one of these transports for host buffers:
 //   shm  shared-memory channels between processes on one machine (hand-written; the
 //        default for the built-in launcher; under mpirun, shm means mpi);
 //   mpi  MPI point-to-point (MPI_Isend / MPI_Irecv);
-//   tcp  sockets, a full mesh set up through MASTER_ADDR:MASTER_PORT.
+//   tcp  sockets, a full mesh set up through MASTER_ADDR:MASTER_PORT;
+//   shm+tcp  chosen per peer, as NCCL picks NVLink or the network: shm between ranks
+//        of one node, tcp between nodes (the built-in launcher's --nodes N with shm;
+//        comm_hybrid.c).
 // GPU buffers (stage 02 on one or many GPUs) use CUDA IPC or NCCL: comm_cuda.h.
 //
 // Everything above this layer — every collective, hand-written or library — is
@@ -29,7 +32,9 @@ extern "C" {
 
 #define COMM_MAX_RANKS 64
 
-typedef enum { TRANSPORT_SHM = 0, TRANSPORT_MPI, TRANSPORT_TCP, TRANSPORT_COUNT } Transport;
+typedef enum {
+    TRANSPORT_SHM = 0, TRANSPORT_MPI, TRANSPORT_TCP, TRANSPORT_SHM_TCP, TRANSPORT_COUNT
+} Transport;
 typedef enum { LAUNCH_SINGLE = 0, LAUNCH_FORK, LAUNCH_MPIRUN, LAUNCH_TORCHRUN } LaunchMode;
 
 // What a message belongs to: counters are kept per kind, and a timeout names it.
@@ -72,6 +77,13 @@ typedef struct {
                           // ranks see COURSE_RESTART=k in their environment
     int elastic;          // ...and when the same rank failed first twice in a row, go on
                           // without it (COURSE_RANKS_DROPPED=k: ranks given up so far)
+    int nodes;            // built-in launcher: the ranks split into this many nodes of
+                          // np/nodes consecutive ranks (0 or 1: one node); shm then
+                          // means shm+tcp. COURSE_NODES when 0.
+    const char *cluster;  // ...and node i's ranks run inside the network namespace
+                          // CLUSTER-node<i> (scripts/cluster.sh's; needs root), talking
+                          // to the other nodes over its link; else all on this machine's
+                          // loopback. COURSE_CLUSTER when NULL.
 } CommConfig;
 
 // Call once at the top of main, after parsing flags. Decides the launch mode from
@@ -115,6 +127,15 @@ Group *comm_world(Comm *c);  // collectives on it advance its seq
 // it pins ranks to cores (CPU MFU counts these, not the ranks).
 int comm_local_size(const Comm *c);
 int comm_local_cores(const Comm *c);
+// The node this rank is on, and the ranks per node: nodes hold consecutive ranks
+// (node = rank / node_size). From the built-in launcher's --nodes, torchrun's
+// LOCAL_WORLD_SIZE, mpirun's OMPI_COMM_WORLD_LOCAL_SIZE; COURSE_NODE_RANKS=k
+// overrides them all (to give a flat machine a hierarchy). One node by default.
+int comm_node_size(const Comm *c);
+int comm_node(const Comm *c, int world_rank);
+// Bytes this rank has sent to ranks of its own node (link 0) and of other nodes
+// (link 1), whatever the transport: what each class of link carried.
+void comm_link_bytes(const Comm *c, uint64_t sent[2]);
 // The built-in launcher's place for this rank, which picks its core and its GPU:
 // the rank, until an elastic restart (stage 07) gives up a rank and those after it
 // move down into the slots that are left (the failed rank's is not reused).

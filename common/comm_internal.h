@@ -55,6 +55,8 @@ struct Comm {
                            // ranks after it moved down (comm_slot)
     int local_size;        // ranks of this job on this machine
     int local_cores;       // the cores those ranks may run on, together
+    int node_size;         // ranks per node (comm_node_size)
+    uint64_t link_sent[2]; // bytes sent inside this rank's node, and to other nodes
     LaunchMode launch;
     Transport transport;
     double timeout_s;
@@ -83,7 +85,20 @@ struct Comm {
 void shm_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores stores);
 size_t shm_region_bytes(int world);
 void mpi_transport_init(Comm *c);    // comm_mpi.c (or comm_mpi_absent.c without mpicc)
-void tcp_transport_init(Comm *c);    // comm_tcp.c
+void tcp_transport_init(Comm *c);    // comm_tcp.c (with c->transport = TRANSPORT_SHM_TCP
+                                     // beforehand: sockets between nodes only)
+// shm inside the node, tcp across (comm_hybrid.c): shm_transport_init's arguments.
+// The built-in launcher's nodes (launch_nodes.c): planned from --nodes/--cluster (or
+// COURSE_NODES/COURSE_CLUSTER) before the fork, checked against the ranks; MASTER_ADDR
+// and MASTER_PORT set for the TCP mesh; each child enters its node's namespace.
+typedef struct {
+    int nodes, node_size;   // nodes, and ranks on each
+    const char *cluster;    // the namespaces' prefix, or NULL: all on the loopback
+} LaunchNodes;
+void launch_nodes_plan(LaunchNodes *ln, const CommConfig *cfg, int np);
+void launch_nodes_master(const LaunchNodes *ln);
+void launch_nodes_enter(const LaunchNodes *ln, int node);
+void hybrid_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores stores);
 // MPI as launcher: MPI_Init, world rank and size; 0 if this build has no MPI.
 int mpi_launch_init(int *rank, int *size);
 void mpi_launch_finalize(void);

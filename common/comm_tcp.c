@@ -10,6 +10,8 @@
 //      the table of (ip, port);
 //   3. every other pair i < j connects i -> j; the connecting side says its rank.
 // The connections of step 1 stay, as the links between rank 0 and the others.
+// Under shm+tcp (comm_hybrid.c) step 3 links only ranks on different nodes: the
+// ranks of one node talk through shared memory.
 //
 // Data: a message on a stream is its MsgHeader followed by the payload. The
 // sockets are non-blocking; `progress` moves as much as the kernel takes or has,
@@ -60,7 +62,13 @@ typedef struct {
 typedef struct {
     Peer peer[COMM_MAX_RANKS];
     unsigned char *stage;           // STAGE_BYTES, for reducing receives
+    int nodes_only;                 // shm+tcp: sockets between different nodes only
 } Tcp;
+
+// Does the pair (i, j) talk over a socket of ours?
+static int linked(const Comm *c, const Tcp *t, int i, int j) {
+    return !t->nodes_only || comm_node(c, i) != comm_node(c, j);
+}
 
 // ---------------------------------------------------------------- socket helpers
 
@@ -169,12 +177,13 @@ static int accept_until(int lfd, double deadline, struct sockaddr_in *from) {
     }
 }
 
-// "1 3 4": the ranks in [lo, hi) that have no socket yet.
-static void missing_ranks(const Tcp *t, int lo, int hi, char *buf, size_t n) {
+// "1 3 4": the ranks in [lo, hi) that rank `me` should have a socket to and has not yet.
+static void missing_ranks(const Comm *c, const Tcp *t, int me, int lo, int hi, char *buf,
+                          size_t n) {
     size_t len = 0;
     buf[0] = '\0';
     for (int i = lo; i < hi && len + 12 < n; i++)
-        if (t->peer[i].fd < 0) len += (size_t)snprintf(buf + len, n - len, "%s%d", len ? " " : "", i);
+        if (t->peer[i].fd < 0 && (me == 0 || linked(c, t, i, me))) len += (size_t)snprintf(buf + len, n - len, "%s%d", len ? " " : "", i);
 }
 
 // ---------------------------------------------------------------- rendezvous
@@ -212,7 +221,7 @@ static void rendezvous_rank0(Comm *c, Tcp *t, const struct sockaddr_in *master) 
         int fd = accept_until(lfd, deadline, &from);
         if (fd < 0) {
             char miss[256];
-            missing_ranks(t, 1, c->size, miss, sizeof miss);
+            missing_ranks(c, t, 0, 1, c->size, miss, sizeof miss);
             DIE("tcp rendezvous: rank 0 waited %.0f s on MASTER_PORT=%d for all WORLD_SIZE=%d "
                 "ranks; rank(s) %s never connected (started? same MASTER_ADDR and MASTER_PORT?)",
                 c->timeout_s, port, c->size, miss);
@@ -270,6 +279,7 @@ static void rendezvous_member(Comm *c, Tcp *t, const struct sockaddr_in *master)
     // 3. Connect to every higher rank: their listeners exist (each opened its own
     // before step 1), and the kernel completes a connection before accept().
     for (int j = me + 1; j < c->size; j++) {
+        if (!linked(c, t, me, j)) continue;
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = tab.ip[j],
                                 .sin_port = htons((uint16_t)tab.port[j])};
         int s = connect_until(&a, now_seconds() + c->timeout_s);
@@ -281,19 +291,22 @@ static void rendezvous_member(Comm *c, Tcp *t, const struct sockaddr_in *master)
         t->peer[j].fd = s;
     }
     // ... and accept every lower one except rank 0.
+    int lower = 0;
+    for (int i = 1; i < me; i++) lower += linked(c, t, i, me);
     double deadline = now_seconds() + c->timeout_s;
-    for (int joined = 1; joined < me;) {
+    for (int joined = 0; joined < lower;) {
         struct sockaddr_in from;
         int s = accept_until(lfd, deadline, &from);
         if (s < 0) {
             char miss[256];
-            missing_ranks(t, 1, me, miss, sizeof miss);
+            missing_ranks(c, t, me, 1, me, miss, sizeof miss);
             DIE("tcp rendezvous: rank %d waited %.0f s on port %d for rank(s) %s to connect", me,
                 c->timeout_s, my_port, miss);
         }
         Hello hi;
         if (xfer_all(s, &hi, sizeof hi, 0, deadline) != 0 || hi.magic != HELLO_MAGIC ||
-            hi.rank == 0 || hi.rank >= (uint32_t)me || t->peer[hi.rank].fd >= 0) {
+            hi.rank == 0 || hi.rank >= (uint32_t)me || t->peer[hi.rank].fd >= 0 ||
+            !linked(c, t, (int)hi.rank, me)) {
             log_warn("tcp rendezvous: ignoring a connection from %s that is not one of our ranks",
                      ip_str(from.sin_addr.s_addr, ip));
             close(s);
@@ -439,6 +452,7 @@ void tcp_transport_init(Comm *c) {
     Tcp *t = calloc(1, sizeof *t);
     CHECK(t, "out of memory");
     for (int i = 0; i < COMM_MAX_RANKS; i++) t->peer[i].fd = -1;
+    t->nodes_only = c->transport == TRANSPORT_SHM_TCP;
     c->ops = &tcp_ops;
     c->state = t;
     c->transport = TRANSPORT_TCP;

@@ -56,6 +56,14 @@ typedef struct {
 int flags_append(Flag *rows, int n, int cap, const Flag *more, int k);
 #define FLAG_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+// The built-in launcher's nodes: the same two flags in every program that launches
+// ranks, for CommConfig's nodes and cluster (comm.h).
+#define F_NODES(nodes, cluster)                                                                   \
+    F_INT("--nodes", nodes, 1, 64, "split the ranks into this many nodes of consecutive ranks: " \
+          "shared memory inside each, TCP between them (built-in launcher)"),                    \
+    F_STRING("--cluster", cluster, "run node i's ranks inside the network namespace "            \
+             "CLUSTER-node<i> made by scripts/cluster.sh (root): between nodes, its links")
+
 // Table rows, one per type: F_INT("--layers", &cfg.n_layer, 1, 1024, "help").
 #define F_INT(nm, p, lo, hi, h) {.name = nm, .type = FLAG_INT, .dst = p, .min = lo, .max = hi, .help = h}
 #define F_DOUBLE(nm, p, lo, hi, h) {.name = nm, .type = FLAG_DOUBLE, .dst = p, .min = lo, .max = hi, .help = h}

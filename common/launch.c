@@ -137,6 +137,17 @@ static void set_local(Comm *c, int local_size) {
     c->local_cores = usable_cores(c->local_size, cores_available(), online_cpus());
 }
 
+// Ranks per node: COURSE_NODE_RANKS when set (a hierarchy given to a flat machine),
+// else what the launcher knows (`launched`: 0 when it knows nothing: one node).
+static int node_size(int size, const char *launched_var, int launched) {
+    const char *var = env("COURSE_NODE_RANKS") ? "COURSE_NODE_RANKS" : launched_var;
+    int k = var ? env_int(var, 0) : launched;
+    if (k == 0) return size;
+    CHECK(k >= 1 && size % k == 0, "%s=%d: the ranks of one node must be a number that divides "
+          "the job's %d ranks", var ? var : "--nodes", k, size);
+    return k;
+}
+
 static Comm *comm_new(int rank, int size, LaunchMode mode, const CommConfig *cfg) {
     Comm *c = calloc(1, sizeof *c);
     CHECK(c, "out of memory");
@@ -183,6 +194,7 @@ Comm *comm_launch(const CommConfig *cfg) {
         Comm *c = comm_new(rank, size, LAUNCH_MPIRUN, cfg);
         c->spin_s = spin_seconds(env_int("OMPI_COMM_WORLD_LOCAL_SIZE", size), online_cpus());
         set_local(c, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", size));
+        c->node_size = node_size(size, "OMPI_COMM_WORLD_LOCAL_SIZE", 0);
         // The shm channels are mapped before the built-in launcher forks; ranks that
         // mpirun started have no such region, so under mpirun shm means MPI.
         if (cfg->transport == TRANSPORT_TCP) tcp_transport_init(c);
@@ -200,15 +212,22 @@ Comm *comm_launch(const CommConfig *cfg) {
         Comm *c = comm_new(rank, size, LAUNCH_TORCHRUN, cfg);
         c->spin_s = spin_seconds(env_int("LOCAL_WORLD_SIZE", size), online_cpus());
         set_local(c, env_int("LOCAL_WORLD_SIZE", size));
+        c->node_size = node_size(size, env("LOCAL_WORLD_SIZE") ? "LOCAL_WORLD_SIZE" : NULL, 0);
         c->transport = TRANSPORT_TCP;
         tcp_transport_init(c);
         return c;
     }
     int n = cfg->np > 0 ? cfg->np : 1;
     CHECK(n <= COMM_MAX_RANKS, "--np %d: at most %d ranks are supported", n, COMM_MAX_RANKS);
-    CHECK(cfg->transport == TRANSPORT_SHM, "--transport %s needs mpirun (mpi) or the torchrun "
-          "environment (tcp); the built-in launcher uses shm", transport_name(cfg->transport));
-    if (n == 1 && cfg->max_restarts == 0) {
+    CHECK(cfg->transport != TRANSPORT_MPI, "--transport mpi needs mpirun; the built-in launcher "
+          "uses shm (and tcp between its --nodes), or tcp for every pair");
+    LaunchNodes ln;
+    launch_nodes_plan(&ln, cfg, n);
+    // Shared memory inside a node; between nodes (or with --transport tcp, between
+    // every pair) TCP, through node 0's address.
+    int hybrid = ln.nodes > 1 && cfg->transport != TRANSPORT_TCP;
+    int tcp = cfg->transport == TRANSPORT_TCP || hybrid;
+    if (n == 1 && cfg->max_restarts == 0 && !ln.cluster) {
         Comm *c = comm_new(0, 1, LAUNCH_SINGLE, cfg);
         shm_transport_init(c, NULL, 0, cfg->shm_stores);
         log_report_crashes();
@@ -233,7 +252,8 @@ Comm *comm_launch(const CommConfig *cfg) {
         // per attempt: the dead attempt's channels are in whatever state it left.
         size_t bytes = shm_region_bytes(n);
         void *region = NULL;
-        if (n > 1) {
+        if (tcp && n > 1) launch_nodes_master(&ln);  // a fresh port: the last may linger
+        if (n > 1 && !(tcp && !hybrid)) {
             region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
                           -1, 0);
             CHECK(region != MAP_FAILED, "cannot map %zu bytes of shared memory for %d ranks: %s",
@@ -257,11 +277,15 @@ Comm *comm_launch(const CommConfig *cfg) {
                 snprintf(k, sizeof k, "%d", base + attempt);
                 setenv("COURSE_RESTART", k, 1);
                 pin_to_core(slot[r], n0);
+                launch_nodes_enter(&ln, r / ln.node_size);
                 Comm *c = comm_new(r, n, n > 1 ? LAUNCH_FORK : LAUNCH_SINGLE, cfg);
                 c->slot = slot[r];
                 c->spin_s = spin_seconds(n, cpus);
                 c->local_cores = cpus;  // all the launcher had, not the one core this rank is pinned to
-                shm_transport_init(c, region, bytes, cfg->shm_stores);
+                c->node_size = node_size(n, NULL, ln.node_size);
+                if (hybrid) hybrid_transport_init(c, region, bytes, cfg->shm_stores);
+                else if (tcp && n > 1) tcp_transport_init(c);
+                else shm_transport_init(c, region, bytes, cfg->shm_stores);
                 return c;
             }
             pids[r] = pid;

@@ -51,6 +51,10 @@ fi
 run collectives-hier-np6-nodes2 "$BUILD/tests/test_collectives" --np 6 --node-ranks 2 --timeout 10
 run collectives-hier-np8-nodes4-strided "$BUILD/tests/test_collectives" --np 8 --node-ranks 4 \
     --strided --timeout 10
+# Every collective over two nodes of two ranks (--nodes 2): shm between the ranks of a
+# node, TCP over the loopback between nodes (the transport chosen per peer), the
+# hierarchical all-reduce's bytes counted on the links they took.
+run collectives-np4-2nodes "$BUILD/tests/test_collectives" --np 4 --nodes 2 --timeout 10
 
 # DDP's broadcast and gradient mean, each against one process (tests/test_ddp.c).
 for n in 2 3 4; do run "ddp-collectives-np$n" "$BUILD/tests/test_ddp" --np "$n" --timeout 10; done
@@ -71,14 +75,14 @@ done
 # DDP: N ranks with batch B end with the weights of one process with batch N*B.
 # The whole training loop: N ranks with batch B end with the weights of one process
 # with batch N*B after 5 AdamW steps. The naive all-reduce: this grades ddp.c, not ring.c.
-ddp_equivalence() {  # ddp_equivalence N [ALGO]  (naive: no suffix; ring: ".ring")
-    local n=$1 algo=${2:-naive} dir name="ddp.equals_single_process${2:+.$2}.np$1"
+ddp_equivalence() {  # ddp_equivalence N [ALGO]  (naive: no suffix; ring: ".ring"; NODES=k: ".knodes")
+    local n=$1 algo=${2:-naive} dir name="ddp.equals_single_process${2:+.$2}.np$1${NODES:+.${NODES}nodes}"
     echo "PLAN $name"
     dir=$(mktemp -d)
     local common=(--preset tiny --steps 5 --lr 1e-3 --log-every 100 --warmup 0)
     local one=("$BUILD/train" "${common[@]}" --batch $((2 * n)) --save-params "$dir/one.safetensors")
     local ddp=("$BUILD/ddp_train" "${common[@]}" --np "$n" --batch 2 --algo "$algo" --timeout 30
-               --save-params "$dir/ddp.safetensors")
+               --save-params "$dir/ddp.safetensors" ${NODES:+--nodes "$NODES"})
     # What rank 0 sends in the 5 all-reduces of the 118,528-parameter model (4 bytes
     # each): the ring 2(N-1)/N buffers a call, the naive one (rank 0 its root) N - 1.
     local sent calls want
@@ -87,10 +91,13 @@ ddp_equivalence() {  # ddp_equivalence N [ALGO]  (naive: no suffix; ring: ".ring
         echo "FAIL $name  the single process failed: ${one[*]}"; tail -n 5 "$dir/one.log"
     elif ! "${ddp[@]}" >"$dir/ddp.log" 2>&1; then
         echo "FAIL $name  the DDP run failed: ${ddp[*]}"; grep -v '^launcher: ' "$dir/ddp.log" | tail -n 5
-    elif calls=$(grep -o 'all-reduce [0-9]* calls' "$dir/ddp.log" | grep -o '[0-9]*') &&
+    elif [ -n "${NODES:-}" ] && ! grep -q 'shm+tcp' "$dir/ddp.log"; then
+        echo "FAIL $name  ddp_train --nodes $NODES did not say it ran over shm+tcp: $(grep -m1 'DDP over' "$dir/ddp.log")"
+    # (hier's calls and bytes are its phases': coll.allreduce.hier.* count them per link.)
+    elif [ "$algo" != hier ] && calls=$(grep -o 'all-reduce [0-9]* calls' "$dir/ddp.log" | grep -o '[0-9]*') &&
          [ "$calls" != 5 ]; then
         echo "FAIL $name  ddp_train made ${calls:-no} all-reduces in 5 steps (DDP makes one a step, in ddp_sync_grads): does ddp_broadcast_params use an all-reduce, or ddp_sync_grads more than one?"
-    elif sent=$(grep -o 'all-reduce [0-9]* calls, [0-9.]* MB sent' "$dir/ddp.log" | grep -o '[0-9.]* MB' | cut -d' ' -f1) &&
+    elif [ "$algo" != hier ] && sent=$(grep -o 'all-reduce [0-9]* calls, [0-9.]* MB sent' "$dir/ddp.log" | grep -o '[0-9.]* MB' | cut -d' ' -f1) &&
          [ "$sent" != "$want" ]; then
         echo "FAIL $name  rank 0 sent ${sent:-?} MB in its all-reduces, where 5 $algo all-reduces send $want MB: does ddp_sync_grads use d->algo?$([ "$algo" = ring ] && echo " Or does your ring (exercises/ring.c) send other than 2(p-1)/p of the buffer (coll.allreduce.ring.* count it)?")"
     else
@@ -101,6 +108,11 @@ ddp_equivalence() {  # ddp_equivalence N [ALGO]  (naive: no suffix; ring: ".ring
 for n in 2 3 4; do run "ddp-np$n" ddp_equivalence "$n"; done
 # The drivers' default, the ring: the broadcast of the weights has no ring algorithm.
 run ddp-ring-np3 ddp_equivalence 3 ring
+# Two nodes of two ranks (--nodes 2): shared memory inside each, TCP over the loopback
+# between them, chosen per peer (common/comm_hybrid.c); the hierarchical all-reduce too.
+export -f ddp_equivalence
+run ddp-ring-np4-2nodes env NODES=2 bash -c 'ddp_equivalence 4 ring'
+run ddp-hier-np4-2nodes env NODES=2 bash -c 'ddp_equivalence 4 hier'
 
 # Faults: a rank killed mid-collective, and ranks calling with different sizes,
 # must end the job quickly with a diagnostic naming the collective (no hang).

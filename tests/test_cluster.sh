@@ -2,17 +2,20 @@
 # test_cluster.sh — training across the "nodes" of scripts/cluster.sh (network
 # namespaces on this machine, joined by shaped links): 2 nodes x 2 ranks started the
 # way torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR = node 0's address), DDP over
-# the TCP transport, against one process with the same global batch; then the cluster
-# taken down, leaving no namespace or process behind. Without root or network
-# namespaces every check says SKIP, with the reason.
+# the TCP transport, and started by the built-in launcher (--nodes 2 --cluster: shared
+# memory inside a node, TCP across), each against one process with the same global
+# batch; the bytes each link class carried; then the cluster taken down, leaving no
+# namespace or process behind. Without root or network namespaces every check says
+# SKIP, with the reason.
 set -u
 BUILD=${1:-build}
 export CLUSTER_PREFIX=crst$$  # this run's own names (a run beside it cannot clash)
 export CLUSTER_NET=10.213.$((($$ % 200) + 20))
 dir=$(mktemp -d)
 trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$dir"' EXIT
-checks="cluster.up cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_hier cluster.link_shaped
-        cluster.down_leaves_nothing"
+checks="cluster.up cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_hier cluster.builtin_ddp_2x2
+        cluster.builtin_ddp_2x2_hier cluster.builtin_ddp_2x2_tcp cluster.shm_inside_node
+        cluster.link_shaped cluster.down_leaves_nothing"
 for c in $checks; do echo "PLAN $c"; done
 
 if ! bash scripts/cluster.sh up --nodes 2 --inter 1gbit >"$dir/up" 2>&1; then
@@ -52,6 +55,39 @@ ddp_2x2() {  # ddp_2x2 CHECK FLAGS...: DDP on the 4 ranks against one process
 }
 ddp_2x2 cluster.torchrun_ddp_2x2
 ddp_2x2 cluster.torchrun_ddp_2x2_hier --algo hier  # inside each node, then across
+
+# The same from the built-in launcher: ranks 0,1 forked into node 0's namespace, 2,3
+# into node 1's, shared memory inside a node and TCP across (shm+tcp), or TCP between
+# every pair (--transport tcp). What each run sent over node 0's loopback and over its
+# link to the switch (the kernel's counters inside the namespace) says which way the
+# bytes went.
+tx() { bash scripts/cluster.sh exec 0 cat "/sys/class/net/$1/statistics/tx_bytes"; }
+builtin_2x2() {  # builtin_2x2 CHECK FLAGS...
+    local check=$1 lo0 link0; shift
+    lo0=$(tx lo) link0=$(tx "${CLUSTER_PREFIX}n0")
+    if "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 30 "${model[@]}" \
+            "$@" --save-params "$dir/$check.safetensors" >"$dir/$check.log" 2>&1; then
+        "$BUILD/tests/compare_params" "$dir/$check.safetensors" "$dir/one.safetensors" 1e-5 "$check" |
+            sed "s/\$/ (built-in launcher, 2 nodes x 2 ranks: $(grep -o -m1 'over 4 ranks ([^)]*)' "$dir/$check.log"))/"
+    else
+        echo "FAIL $check  the run failed: $(grep -m1 -E 'error|killed' "$dir/$check.log" | cut -c1-300)"
+    fi
+    echo "$check $(($(tx lo) - lo0)) $(($(tx "${CLUSTER_PREFIX}n0") - link0))" >>"$dir/bytes"
+}
+builtin_2x2 cluster.builtin_ddp_2x2
+builtin_2x2 cluster.builtin_ddp_2x2_hier --algo hier
+builtin_2x2 cluster.builtin_ddp_2x2_tcp --transport tcp
+# Rank 1 sends rank 0 about 3.5 MB over the 5 steps (a ring's 2(p-1)/p of the 474 kB of
+# gradients a step), and rank 1 as much to rank 2 on node 1: with shm+tcp, node 0's
+# loopback carries only the rendezvous (< 200 kB) and its link the ring's crossing (> 1
+# MB); with TCP between every pair, the loopback carries rank 1's megabytes too.
+read -r _ shm_lo shm_link < <(grep '^cluster.builtin_ddp_2x2 ' "$dir/bytes")
+read -r _ tcp_lo tcp_link < <(grep '^cluster.builtin_ddp_2x2_tcp ' "$dir/bytes")
+if [ "${shm_lo:-0}" -lt 200000 ] && [ "${shm_link:-0}" -gt 1000000 ] && [ "${tcp_lo:-0}" -gt 1000000 ]; then
+    echo "PASS cluster.shm_inside_node  node 0 sent $shm_lo B over its loopback and $shm_link B over its link with shm+tcp, $tcp_lo B and $tcp_link B with TCP between every pair: inside a node the bytes took shared memory"
+else
+    echo "FAIL cluster.shm_inside_node  node 0's loopback / link bytes: shm+tcp ${shm_lo:-?} / ${shm_link:-?} (want < 200000 / > 1000000), tcp ${tcp_lo:-?} / ${tcp_link:-?} (want loopback > 1000000)"
+fi
 
 # The link between the nodes is as slow as asked: 2.5 MB from node 0 to node 1 at 20
 # Mbit/s cannot take less than (2.5 MB - the 125 kB burst) / 2.5 MB/s = 0.95 s. A busy

@@ -73,8 +73,8 @@ typedef struct {
     // all-gather and twice that per all-reduce, whatever shard each rank sends when.
     double sent, want_share;
     // The hierarchical all-reduce's (ALGO_HIER, on the world only): the bytes this rank
-    // sent inside its node (reduce-scatter and all-gather there) and across the nodes
-    // (the all-reduce of its shard), and its share of what they must be: with m nodes of
+    // sent to ranks of its own node and to other nodes (comm_link_bytes: where they
+    // went, whatever the phase), and its share of what they must be: with m nodes of
     // k ranks, 2m(k-1) n elements inside and 2(m-1) n across, summed over the ranks.
     double inside, inside_want, across, across_want;
 } Verdict;
@@ -95,14 +95,14 @@ static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt
     fill(buf, dt, r, n);
     int root = p > 1 ? 1 : 0;  // not always rank 0
     uint64_t before = comm_counters(c)[coll_kind(op)].bytes_sent;
-    const CommCounter *k = comm_counters(c);
-    uint64_t inside0 = k[COLL_REDUCE_SCATTER].bytes_sent + k[COLL_ALLGATHER].bytes_sent;
+    uint64_t link0[2], link1[2];
+    comm_link_bytes(c, link0);
     run_collective(c, g, op, buf, n, dt, root, a);
     if (a == ALGO_HIER && g == comm_world(c)) {
-        double e = (double)n * dtype_size(dt), nk = hier_node_ranks(c), m = p / nk;
-        v->across += (double)(k[COLL_ALLREDUCE].bytes_sent - before);
-        v->inside += (double)(k[COLL_REDUCE_SCATTER].bytes_sent + k[COLL_ALLGATHER].bytes_sent -
-                              inside0);
+        double e = (double)n * dtype_size(dt), nk = comm_node_size(c), m = p / nk;
+        comm_link_bytes(c, link1);
+        v->inside += (double)(link1[0] - link0[0]);
+        v->across += (double)(link1[1] - link0[1]);
         v->across_want += 2 * (m - 1) * e / p;
         v->inside_want += 2 * m * (nk - 1) * e / p;
     }
@@ -219,12 +219,15 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
 }
 
 int main(int argc, char **argv) {
+    int nodes = 1;
+    const char *cluster = NULL;
     int np = 1, mismatch = 0, kill_rank = -1, kill_at = 0, stall_rank = -1, large = 0, strided = 0;
     int node_ranks = 0;
     double timeout = 30;
     const char *transport = "shm", *stores = "auto", *op_s = "all";
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
+        F_NODES(&nodes, &cluster),
         F_DOUBLE("--timeout", &timeout, 0.1, 3600, "seconds any wait may take"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "host transport"),
         F_CHOICE("--shm-stores", &stores, "auto|cached|streaming", "how shm copies messages in "
@@ -253,7 +256,7 @@ int main(int argc, char **argv) {
         snprintf(k, sizeof k, "%d", node_ranks);
         setenv("COURSE_NODE_RANKS", k, 1);
     }
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .nodes = nodes, .cluster = cluster};
     transport_parse(transport, &cc.transport);
     shm_stores_parse(stores, &cc.shm_stores);
     Comm *c = comm_launch(&cc);
@@ -283,6 +286,9 @@ int main(int argc, char **argv) {
         snprintf(suffix, sizeof suffix, ".%s", stores);
     if (node_ranks)
         snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".nodes%d", node_ranks);
+    else if (comm_node_size(c) < p)
+        snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), ".%dnodes",
+                 p / comm_node_size(c));
     // The group the collectives run in: the world, or this rank's strided subgroup.
     Group sub, *g = world;
     if (strided) {
@@ -298,7 +304,8 @@ int main(int argc, char **argv) {
         if (strcmp(op_s, "all") != 0 && strcmp(op_s, coll_op_names[op]) != 0) continue;
         for (int a = 0; a < ALGO_COUNT; a++) {
             if (a == ALGO_NCCL || (a == ALGO_MPI && !with_mpi) || !collective_has((CollOp)op, (Algo)a) ||
-                (node_ranks != 0) != (a == ALGO_HIER))  // hier with --node-ranks, alone
+                (a == ALGO_HIER && comm_node_size(c) == p) ||  // hier: given nodes
+                (node_ranks && a != ALGO_HIER))                // --node-ranks: hier alone
                 continue;
             char name[96];
             snprintf(name, sizeof name, "coll.%s.%s.%snp%d%s", coll_op_names[op],
