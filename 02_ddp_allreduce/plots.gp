@@ -124,3 +124,35 @@ stats sprintf("%s/ddp_scaling.txt", dir) using ($1 == 1 ? $2 : NaN) nooutput
 base = STATS_max
 plot sprintf("%s/ddp_scaling.txt", dir) using 1:2 with linespoints pointtype 7 title "measured", \
      sprintf("%s/ddp_scaling.txt", dir) using 1:($1 * base) with lines dashtype 2 title "linear scaling"
+
+# 4. The two-level cluster (hierarchy.sh, where it could run): seconds per 16 MiB
+#    all-reduce against the rate of the link between the nodes, the flat ring and the
+#    hierarchical one on 2 nodes x 2 and x 4 ranks, measured (points) beside the
+#    alpha-beta prediction from the fitted links (lines).
+if (exists("hier") && hier) {
+    unset yrange
+    set output sprintf("%s/hierarchy.png", dir)
+    set title "all-reduce of 16 MiB across 2 nodes: flat ring vs hierarchical, measured and predicted"
+    set xlabel "rate of each node's link (Mbit/s, log scale; inside a node: shared memory)"
+    set ylabel "seconds per call (log scale)"
+    set logscale xy 10
+    set xtics autofreq
+    set format x "%g"
+    set format y "%g"
+    set key bottom left
+    f = sprintf("%s/hierarchy.txt", dir)
+    # Its own machine and date (hierarchy.sh may have run apart from the sweep).
+    hfoot = system(sprintf("sed -n 's/^# measured on //p' '%s' | cut -d';' -f1", f))
+    # (FOOT spelled out: gnuplot expands no macro inside an if block)
+    set label 100 sprintf("measured on %s", hfoot) at screen 0.99, screen 0.012 right font ",9" \
+        textcolor rgb "#444444"
+    g(L) = sprintf("< grep '^%s ' '%s'", L, f)  # one layout's rows (NaN would break the lines)
+    plot for [L in "2x2 2x4"] g(L) using 3:4 with points pointtype 7 linecolor (L eq "2x2" ? 1 : 3) \
+             title sprintf("ring, %s, measured", L), \
+         for [L in "2x2 2x4"] g(L) using 3:5 with lines dashtype 2 linecolor (L eq "2x2" ? 1 : 3) \
+             title sprintf("ring, %s, predicted", L), \
+         for [L in "2x2 2x4"] g(L) using 3:7 with points pointtype 5 linecolor (L eq "2x2" ? 2 : 4) \
+             title sprintf("hier, %s, measured", L), \
+         for [L in "2x2 2x4"] g(L) using 3:8 with lines dashtype 2 linecolor (L eq "2x2" ? 2 : 4) \
+             title sprintf("hier, %s, predicted", L)
+}

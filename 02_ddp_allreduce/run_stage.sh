@@ -11,15 +11,20 @@
 #      (the target), beside the ring with ordinary (cached) stores: on a VM whose two
 #      vCPUs the hypervisor moves between cache complexes, that one is fast or ~3x
 #      slower from one second to the next. Medians over rounds, never one run.
-#   4. DDP tokens/s against the number of ranks.
-#   5. gnuplot (scripts/plot.sh): busbw and time vs size; the alpha-beta fit vs the
-#      measured ring; DDP scaling; each figure labelled with the machine and the date.
+#   4. Two levels (hierarchy.sh, where root can make network namespaces): the flat ring
+#      vs the hierarchical all-reduce across 2 nodes as the link between them slows,
+#      each beside its alpha-beta prediction from the fitted links.
+#   5. DDP tokens/s against the number of ranks.
+#   6. gnuplot (scripts/plot.sh): busbw and time vs size; the alpha-beta fit vs the
+#      measured ring; the two-level cluster; DDP scaling; each figure labelled with the
+#      machine and the date.
 # QUICK=1 shortens everything (fewer sizes and ranks) for a smoke run.
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/stage_lib.sh
 # The sweep's files for the ranks a QUICK run skips go too: the plots read every one there.
-stage_begin 02_ddp_allreduce 'allreduce_*_np*.txt' 'ring_vs_mpi*.txt' '*.png'
+stage_begin 02_ddp_allreduce 'allreduce_*_np*.txt' 'ring_vs_mpi*.txt' '*.png' hierarchy.txt \
+    links_alpha_beta.txt
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Bind like our launcher does: one core per rank when they fit, nothing when oversubscribed.
 mpirun_np() { local n=$1; shift
@@ -78,6 +83,20 @@ if [ "$have_mpi" = 1 ]; then
                         cat; } | tee "$out/ring_vs_mpi_summary.txt"
 fi
 
+echo "== two levels: flat ring vs hierarchical all-reduce across 2 nodes (scripts/cluster.sh) =="
+rates="1gbit 400mbit 100mbit"
+quick && rates=400mbit
+rc=0
+bash 02_ddp_allreduce/hierarchy.sh "$out" $rates >"$tmp/hier.log" 2>&1 || rc=$?
+if [ "$rc" = 0 ]; then
+    echo "   layout rate: ring s (predicted), hier s (predicted), speedup"
+    awk '!/^#/ {printf "   %s %s: ring %.3f (%.3f), hier %.3f (%.3f), %.2fx\n", $1, $2, $4, $5, $7, $8, $10}' \
+        "$out/hierarchy.txt"
+elif [ "$rc" = 77 ]; then
+    echo "   skipped: $(tail -n 1 "$tmp/hier.log")"
+else
+    cat "$tmp/hier.log" >&2; exit 1
+fi
 echo "== DDP scaling: tokens/s vs ranks (small preset, batch 4 per rank) =="
 echo "# ranks tokens_per_s ms_per_step" >"$out/ddp_scaling.txt"
 for n in 1 2 4; do

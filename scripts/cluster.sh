@@ -91,6 +91,11 @@ up() {
         ns=$(node_ns "$i")
         ip netns add "$ns"
         ip netns exec "$ns" ip link set lo up
+        # A connection idle for a moment restarts from TCP's slow start by default: a
+        # collective that leaves a link idle between its phases (the hierarchical
+        # all-reduce's, inside the node) would pay a ramp-up on every call. Cluster
+        # networks are tuned not to (net.ipv4.tcp_slow_start_after_idle, per namespace).
+        ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_slow_start_after_idle=0 2>/dev/null || true
         # The pair is made inside the node, and one end moved to the switch: neither
         # end ever exists in the host's namespace.
         ip netns exec "$ns" ip link add "$n" type veth peer name "$s"

@@ -35,10 +35,11 @@ case "$(basename "$dir")" in
         ranks=$(ls "$dir" | sed -n 's/^allreduce_ring_np\([0-9]*\)\.txt$/\1/p' | sort -n | tr '\n' ' ')
         ranks=${ranks% }
         [ -n "$ranks" ] || { echo "plot.sh: no allreduce_ring_np*.txt in $dir" >&2; exit 1; }
-        mpi=0
+        mpi=0 hier=0
         ls "$dir"/allreduce_mpi_np*.txt >/dev/null 2>&1 && mpi=1
+        [ -f "$dir/hierarchy.txt" ] && hier=1  # the two-level cluster's (where it could run)
         # gnuplot's fit prints to stderr; keep it beside the data, show it on failure.
-        gnuplot -e "$vars; ranks='$ranks'; mpi=$mpi" 02_ddp_allreduce/plots.gp 2>"$dir/fit.log" || {
+        gnuplot -e "$vars; ranks='$ranks'; mpi=$mpi; hier=$hier" 02_ddp_allreduce/plots.gp 2>"$dir/fit.log" || {
             cat "$dir/fit.log" >&2; exit 1; } ;;
     03_bucketing_zero)
         # The timelines are whatever configurations were traced, in the order they build up.

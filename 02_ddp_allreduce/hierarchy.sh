@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# hierarchy.sh — the flat ring against the hierarchical all-reduce on a two-level
+# cluster on this machine (scripts/cluster.sh: nodes as network namespaces, their links
+# shaped with tbf), each measured beside its alpha-beta prediction. run_stage.sh calls it:
+#
+#   bash 02_ddp_allreduce/hierarchy.sh OUT_DIR [RATE...]     (e.g. 1gbit 400mbit 100mbit)
+#
+# 1. alpha-beta of each class of link, fitted on 2 ranks: inside a node (shared memory)
+#    and across two nodes (TCP over the shaped link, at each rate): t(n) = 2 alpha + n beta
+#    for a 2-rank ring all-reduce (2 messages of n/2), least squares weighted by 1/t^2.
+# 2. At 16 MiB, 2 nodes x 2 and 2 nodes x 4 ranks at every rate: the ring and
+#    hier, each beside its prediction from those fits:
+#      ring  2(p-1) (alpha_x + n/p beta_x)          every step waits on its hop across nodes
+#      hier  2(k-1) (alpha_i + n/k beta_i)          reduce-scatter and all-gather in the node
+#          + 2(m-1) (alpha_x + n/m beta_x)          the node's k shards of n/(km) share its link
+#    (p = k m ranks, k a node, m nodes; x the link across, i the one inside).
+# Writes OUT_DIR/links_alpha_beta.txt and OUT_DIR/hierarchy.txt. Needs root and network
+# namespaces: without them it says why and exits 77, having measured nothing.
+set -eu
+cd "$(dirname "$0")/.."
+. scripts/run_info.sh
+out=$1; shift
+rates=${*:-1gbit 400mbit 100mbit}
+BUILD=${BUILD:-build}
+export CLUSTER_PREFIX=crsh$$ CLUSTER_NET=10.213.$((($$ % 200) + 20))
+tmp=$(mktemp -d)
+trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+first=${rates%% *}
+if ! bash scripts/cluster.sh up --nodes 2 --inter "$first" >"$tmp/up" 2>&1; then
+    rc=$?
+    cat "$tmp/up" >&2
+    exit "$rc"
+fi
+bench() {  # bench NP NODES ALGO MIN MAX [ITERS]: "bytes microseconds" lines
+    local np=$1 nodes=$2 algo=$3 min=$4 max=$5 iters=${6:-3} where=()
+    [ "$nodes" -gt 1 ] && where=(--nodes "$nodes" --cluster "$CLUSTER_PREFIX")
+    "$BUILD/bench_collectives" --np "$np" "${where[@]}" --algo "$algo" --min-bytes "$min" \
+        --max-bytes "$max" --iters "$iters" --warmup 1 --timeout 120 | awk '!/^#/ {print $1, $5}'
+}
+# Weighted least squares of t = a + b n (weights 1/t^2: relative errors, so that the
+# small sizes decide alpha); prints "alpha_us beta_ns_per_B" (alpha = a/2).
+fit() {
+    awk '{w = 1 / ($2 * $2); sw += w; sx += w * $1; sy += w * $2; sxx += w * $1 * $1; sxy += w * $1 * $2}
+         END {b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx); a = (sy - b * sx) / sw;
+              if (a < 0) a = 0; printf "%.3f %.4f\n", a / 2, b * 1e3}'
+}
+{
+    echo "# alpha-beta per class of link, fitted on a 2-rank ring all-reduce (t = 2 alpha + n beta),"
+    echo "# sizes 64 KiB .. 4 MiB, least squares weighted by 1/t^2 (relative error)"
+    echo "# link rate alpha_us beta_ns_per_B 1/beta_MB_per_s"
+} >"$out/links_alpha_beta.txt"
+read -r ai bi < <(bench 2 1 ring 64KiB 4MiB | fit)
+printf 'intra shm %s %s %.1f\n' "$ai" "$bi" "$(awk -v b="$bi" 'BEGIN {print 1e3 / b}')" \
+    >>"$out/links_alpha_beta.txt"
+load0=$(load_now)
+{
+    echo "# all-reduce of 16 MiB fp32 on 2 nodes joined by a link shaped to RATE (tbf, each"
+    echo "# direction); inside a node shared memory (shm+tcp). Seconds per call, the median of 5;"
+    echo "# pred: the alpha-beta prediction from links_alpha_beta.txt; err: (measured - pred) / pred"
+    echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $load0 at the start"
+    echo "# layout rate rate_mbit ring_s ring_pred_s ring_err_pct hier_s hier_pred_s hier_err_pct hier_speedup"
+} >"$out/hierarchy.txt"
+n=16777216
+for rate in $rates; do
+    bash scripts/cluster.sh rate "$rate" >/dev/null
+    read -r ax bx < <(bench 2 2 ring 64KiB 4MiB | fit)
+    printf 'inter %s %s %s %.1f\n' "$rate" "$ax" "$bx" "$(awk -v b="$bx" 'BEGIN {print 1e3 / b}')" \
+        >>"$out/links_alpha_beta.txt"
+    for layout in 2x2 2x4; do
+        k=${layout#*x} m=${layout%x*}
+        p=$((k * m))
+        ring=$(bench "$p" "$m" ring "$n" "$n" 5 | awk '{print $2 / 1e6}')
+        hier=$(bench "$p" "$m" hier "$n" "$n" 5 | awk '{print $2 / 1e6}')
+        awk -v L="$layout" -v R="$rate" -v n="$n" -v p="$p" -v k="$k" -v m="$m" -v ai="$ai" \
+            -v bi="$bi" -v ax="$ax" -v bx="$bx" -v ring="$ring" -v hier="$hier" 'BEGIN {
+            pr = 2 * (p - 1) * (ax * 1e-6 + n / p * bx * 1e-9)
+            ph = 2 * (k - 1) * (ai * 1e-6 + n / k * bi * 1e-9) + 2 * (m - 1) * (ax * 1e-6 + n / m * bx * 1e-9)
+            mbit = R + 0; if (R ~ /gbit$/) mbit *= 1000; else if (R ~ /kbit$/) mbit /= 1000
+            printf "%s %s %g %.3f %.3f %+.1f %.3f %.3f %+.1f %.2f\n", L, R, mbit, ring, pr,
+                   100 * (ring - pr) / pr, hier, ph, 100 * (hier - ph) / ph, ring / hier}' >>"$out/hierarchy.txt"
+        tail -n 1 "$out/hierarchy.txt"
+    done
+done
+echo "# load $(load_now) at the end" >>"$out/hierarchy.txt"
