@@ -19,37 +19,27 @@
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/run_info.sh
+. scripts/cluster_lib.sh
 out=$1; shift
 rates=${*:-1gbit 400mbit 100mbit}
 BUILD=${BUILD:-build}
-export CLUSTER_PREFIX=crsh$$ CLUSTER_NET=10.213.$((($$ % 200) + 20))
 tmp=$(mktemp -d)
-trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 first=${rates%% *}
-if ! bash scripts/cluster.sh up --nodes 2 --inter "$first" >"$tmp/up" 2>&1; then
-    rc=$?
-    cat "$tmp/up" >&2
-    exit "$rc"
-fi
+rc=0
+cluster_begin 2 "$first" "$tmp/up" || rc=$?
+[ "$rc" = 0 ] || { cat "$tmp/up" >&2; exit "$rc"; }
 bench() {  # bench NP NODES ALGO MIN MAX [ITERS]: "bytes microseconds" lines
     local np=$1 nodes=$2 algo=$3 min=$4 max=$5 iters=${6:-3} where=()
-    [ "$nodes" -gt 1 ] && where=(--nodes "$nodes" --cluster "$CLUSTER_PREFIX")
+    [ "$nodes" -gt 1 ] && read -r -a where < <(cluster_flags)
     "$BUILD/bench_collectives" --np "$np" "${where[@]}" --algo "$algo" --min-bytes "$min" \
         --max-bytes "$max" --iters "$iters" --warmup 1 --timeout 120 | awk '!/^#/ {print $1, $5}'
-}
-# Weighted least squares of t = a + b n (weights 1/t^2: relative errors, so that the
-# small sizes decide alpha); prints "alpha_us beta_ns_per_B" (alpha = a/2).
-fit() {
-    awk '{w = 1 / ($2 * $2); sw += w; sx += w * $1; sy += w * $2; sxx += w * $1 * $1; sxy += w * $1 * $2}
-         END {b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx); a = (sy - b * sx) / sw;
-              if (a < 0) a = 0; printf "%.3f %.4f\n", a / 2, b * 1e3}'
 }
 {
     echo "# alpha-beta per class of link, fitted on a 2-rank ring all-reduce (t = 2 alpha + n beta),"
     echo "# sizes 64 KiB .. 4 MiB, least squares weighted by 1/t^2 (relative error)"
     echo "# link rate alpha_us beta_ns_per_B 1/beta_MB_per_s"
 } >"$out/links_alpha_beta.txt"
-read -r ai bi < <(bench 2 1 ring 64KiB 4MiB | fit)
+read -r ai bi < <(bench 2 1 ring 64KiB 4MiB | alpha_beta_fit)
 printf 'intra shm %s %s %.1f\n' "$ai" "$bi" "$(awk -v b="$bi" 'BEGIN {print 1e3 / b}')" \
     >>"$out/links_alpha_beta.txt"
 load0=$(load_now)
@@ -62,8 +52,8 @@ load0=$(load_now)
 } >"$out/hierarchy.txt"
 n=16777216
 for rate in $rates; do
-    bash scripts/cluster.sh rate "$rate" >/dev/null
-    read -r ax bx < <(bench 2 2 ring 64KiB 4MiB | fit)
+    cluster_rate "$rate"
+    read -r ax bx < <(bench 2 2 ring 64KiB 4MiB | alpha_beta_fit)
     printf 'inter %s %s %s %.1f\n' "$rate" "$ax" "$bx" "$(awk -v b="$bx" 'BEGIN {print 1e3 / b}')" \
         >>"$out/links_alpha_beta.txt"
     for layout in 2x2 2x4; do

@@ -230,13 +230,6 @@ static void build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, const A
     g->use_arg = s;
 }
 
-static unsigned long long bytes_sent(const Comm *c) {
-    const CommCounter *k = comm_counters(c);
-    unsigned long long sum = 0;
-    for (int i = 0; i < COLL_KINDS; i++) sum += k[i].bytes_sent;
-    return sum;
-}
-
 static void micro_begin(GPT *g, int micro, int accum, void *arg) {
     Sharded *s = arg;
     Buckets *B = &s->buckets;
@@ -256,7 +249,7 @@ static void micro_begin(GPT *g, int micro, int accum, void *arg) {
             s->pshard_rounded = 1;
         }
         timeline_clear(s->tl);  // the timeline keeps the last step only
-        s->base_bytes = bytes_sent(s->c);
+        s->step_start = comm_link_bytes(s->c);
         if (g->grads) gpt_zero_grad(g);
     } else if (sharded_grads(s)) {
         // No flat buffer to accumulate in: the previous micro-batch's buckets go
@@ -297,7 +290,7 @@ static double step(GPT *g, void *arg) {
     } else {
         norm = sharded_step(s);
     }
-    s->step_bytes = bytes_sent(s->c) - s->base_bytes;
+    s->step_sent = link_bytes_since(comm_link_bytes(s->c), s->step_start);
     return norm;
 }
 

@@ -161,7 +161,7 @@ typedef struct Sharded {
     PoolBuf *pool;         // as many as the working set's peak needs (grown on demand)
     int n_pool, cap_pool;
     // Bytes this rank sent in the last step (all collectives).
-    unsigned long long step_bytes, base_bytes;
+    LinkBytes step_start, step_sent;  // sent when the step began; in the last step (inside, across)
     // The compute span in progress on the timeline (sharded.c).
     char span_name[32];
     double span_t0;

@@ -150,13 +150,14 @@ static void check_faults_struck(const Opts *o, Comm *c, int first_attempt) {
 // ledger's peaks (MEM), what it sent in the last step (BYTES), a prefetch's lateness,
 // and with --trace the last step's timeline and the share of communication it hid.
 static void report(const char *trace, Sharded *s, Timeline *tl, Ctx *ctx, Comm *c) {
-    unsigned long long sent = s->step_bytes;
+    LinkBytes sent = s->step_sent;
     long late = s->prefetch_late;
     int audited = s->cfg.kind >= SH_ZERO3 && s->cfg.prefetch;  // stage 3, prefetching
     long launched = s->launched_in_backward, early = s->early_waits;
     sharded_free(s);  // the progress thread stops: the Comm is the main thread's again
     ledger_print_mem_line(&ctx->ledger, stdout, ctx->rank, "");
-    printf("BYTES rank=%d sent_per_step=%llu\n", ctx->rank, sent);
+    printf("BYTES rank=%d sent_per_step=%llu\n", ctx->rank,
+           (unsigned long long)(sent.inside + sent.across));
     if (audited) printf("PREFETCH rank=%d late=%ld\n", ctx->rank, late);
     printf("BUCKETS rank=%d launched_in_backward=%ld early_waits=%ld\n", ctx->rank, launched, early);
     fflush(stdout);

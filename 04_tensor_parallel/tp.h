@@ -97,8 +97,8 @@ typedef struct {
     DDP ddp;            // over the data-parallel group (size 1: none)
     AdamW opt;
     TrainStrategy strategy;
-    unsigned long long bytes_at_start;  // the comm counters when the step began
-    unsigned long long step_bytes;  // bytes this rank sent in the last step
+    LinkBytes step_start;  // what this rank had sent when the step began
+    LinkBytes step_sent;   // what it sent in the last step, inside its node and across
     double step_tp_s;               // seconds in TP collectives in the last step
 } TPTrain;
 

@@ -86,13 +86,6 @@ double tp_grad_norm(GPT *g) {
 
 // ---------------------------------------------------------------- the strategy
 
-static unsigned long long bytes_sent(const Comm *c) {
-    const CommCounter *k = comm_counters(c);
-    unsigned long long sum = 0;
-    for (int i = 0; i < COLL_KINDS; i++) sum += k[i].bytes_sent;
-    return sum;
-}
-
 static void tp_build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, const AdamWConfig *oc,
                      void *arg) {
     TPTrain *s = arg;
@@ -110,7 +103,7 @@ static void tp_micro_begin(GPT *g, int micro, int accum, void *arg) {
     if (micro > 0) return;
     gpt_zero_grad(g);
     s->tp.comm_s = 0;
-    s->bytes_at_start = bytes_sent(s->tp.comm);
+    s->step_start = comm_link_bytes(s->tp.comm);
 }
 
 static double tp_step(GPT *g, void *arg) {
@@ -119,7 +112,7 @@ static double tp_step(GPT *g, void *arg) {
     if (s->ddp.group->size > 1) ddp_sync_grads(&s->ddp, g);  // the mean over the replicas
     double norm = tp_grad_norm(g);
     adamw_step(&s->opt, g, norm);
-    s->step_bytes = bytes_sent(s->tp.comm) - s->bytes_at_start;
+    s->step_sent = link_bytes_since(comm_link_bytes(s->tp.comm), s->step_start);
     s->step_tp_s = s->tp.comm_s;
     return norm;
 }

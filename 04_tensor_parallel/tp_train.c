@@ -89,7 +89,8 @@ int main(int argc, char **argv) {
     TrainResult res = train_run(&j, &h);
 
     ledger_print_mem_line(&ctx->ledger, stdout, ctx->rank, "");
-    printf("BYTES rank=%d sent_per_step=%llu\n", ctx->rank, s.step_bytes);
+    printf("BYTES rank=%d sent_per_step=%llu\n", ctx->rank,
+           (unsigned long long)(s.step_sent.inside + s.step_sent.across));
     printf("TPCOMM rank=%d tp_ms=%.3f step_ms=%.3f share=%.1f%%\n", ctx->rank, s.step_tp_s * 1e3,
            res.ms_per_step, res.ms_per_step > 0 ? 100.0 * s.step_tp_s * 1e3 / res.ms_per_step : 0);
     fflush(stdout);

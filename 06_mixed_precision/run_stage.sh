@@ -168,7 +168,7 @@ done
 wire_bytes() {  # the BYTES line of rank 0: one step of the small preset on 2 ranks, mixed-bf16
     "$BUILD/sharded_train" --np 2 --strategy "$1" --preset small --batch 1 --steps 1 --lr 1e-3 \
         --warmup 0 --peak-tflops 0 --precision mixed-bf16 --grad-comm "$2" --param-comm "$2" |
-        sed -n 's/^BYTES rank=0 sent_per_step=//p'
+        sed -n 's/^BYTES rank=0 sent_per_step=\([0-9]*\).*/\1/p'
 }
 {
     echo "# strategy  bytes_fp32  bytes_bf16   (rank 0's bytes sent in one step: small preset, 2 ranks, mixed-bf16, --grad-comm/--param-comm fp32 vs auto)"

@@ -49,9 +49,9 @@ int comm_slot(const Comm *c) { return c->slot; }
 int comm_local_cores(const Comm *c) { return c->local_cores; }
 int comm_node_size(const Comm *c) { return c->node_size > 0 ? c->node_size : c->size; }
 int comm_node(const Comm *c, int world_rank) { return world_rank / comm_node_size(c); }
-void comm_link_bytes(const Comm *c, uint64_t sent[2]) {
-    sent[0] = c->link_sent[0];
-    sent[1] = c->link_sent[1];
+LinkBytes comm_link_bytes(const Comm *c) { return (LinkBytes){c->link_sent[0], c->link_sent[1]}; }
+LinkBytes link_bytes_since(LinkBytes now, LinkBytes before) {
+    return (LinkBytes){now.inside - before.inside, now.across - before.across};
 }
 
 // ---------------------------------------------------------------- groups

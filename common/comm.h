@@ -133,9 +133,13 @@ int comm_local_cores(const Comm *c);
 // overrides them all (to give a flat machine a hierarchy). One node by default.
 int comm_node_size(const Comm *c);
 int comm_node(const Comm *c, int world_rank);
-// Bytes this rank has sent to ranks of its own node (link 0) and of other nodes
-// (link 1), whatever the transport: what each class of link carried.
-void comm_link_bytes(const Comm *c, uint64_t sent[2]);
+// Bytes this rank has sent to ranks of its own node and of other nodes, whatever the
+// transport: what each class of link carried (a step's are the difference of two).
+typedef struct {
+    uint64_t inside, across;
+} LinkBytes;
+LinkBytes comm_link_bytes(const Comm *c);
+LinkBytes link_bytes_since(LinkBytes now, LinkBytes before);
 // The built-in launcher's place for this rank, which picks its core and its GPU:
 // the rank, until an elastic restart (stage 07) gives up a rank and those after it
 // move down into the slots that are left (the failed rank's is not reused).

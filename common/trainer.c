@@ -25,6 +25,7 @@ typedef struct {
     double peak;            // FLOP/s the MFU is quoted against (0: unknown on this rank)
     char peak_how[256];
     float first_loss;
+    LinkBytes step_start, last_step;  // sent inside the node and across: the last step's
 } Run;
 
 // ---------------------------------------------------------------- set-up
@@ -127,7 +128,7 @@ static void print_banner(const TrainLoop *L, const Run *R) {
 
 // ---------------------------------------------------------------- one step
 
-static void step_begin(TrainLoop *L) {
+static void step_begin(TrainLoop *L, Run *R) {
     L->loss_scale = L->g.prec.loss_scale = 1.0f;
     L->skip_asked = 0;
     L->skip_cause = NULL;
@@ -135,6 +136,7 @@ static void step_begin(TrainLoop *L) {
     EXTENSIONS(L, step_begin);  // faults strike, a finished async save is published
     L->ctx->ops->synchronize(L->ctx);
     L->t0 = now_seconds();
+    if (L->job->comm) R->step_start = comm_link_bytes(L->job->comm);
     if (!L->h->strategy) gpt_zero_grad(&L->g);
 }
 
@@ -199,6 +201,7 @@ static void step_end(TrainLoop *L, Run *R) {
     }
     R->step_ms[L->step - L->start] = dt * 1e3;
     int last = L->step + 1 == L->steps;
+    if (last && L->job->comm) R->last_step = link_bytes_since(comm_link_bytes(L->job->comm), R->step_start);
     if (L->rank == 0 && ((L->step + 1) % L->a->log_every == 0 || L->step == 0 || last)) {
         double tok_s = (double)L->B * L->T * L->accum * L->data_world / dt;
         char mem[256];
@@ -294,7 +297,7 @@ TrainResult train_run(TrainJob *j, const TrainHooks *h) {
     build_model(&L, &R);
     print_banner(&L, &R);
     for (L.step = L.start; L.step < L.steps; L.step++) {
-        step_begin(&L);
+        step_begin(&L, &R);
         forward_backward(&L, &R);
         update(&L);
         step_end(&L, &R);
@@ -302,6 +305,11 @@ TrainResult train_run(TrainJob *j, const TrainHooks *h) {
     EXTENSIONS(&L, end);  // what is in flight finishes (an async checkpoint)
     TrainResult res = summarize(&L, &R);
     print_summary(&L, &res);
+    Comm *c = L.job->comm;
+    if (c && comm_node_size(c) < comm_size(c))  // on several nodes: what each link class carried
+        printf("LINKS rank=%d node=%d inside=%llu across=%llu (bytes sent in the last step)\n",
+               L.rank, comm_node(c, comm_rank(c)), (unsigned long long)R.last_step.inside,
+               (unsigned long long)R.last_step.across);
     if (L.a->save_params) save_params(L.a->save_params, &L);
     // An extension found the run failed after all (the last checkpoint was not saved):
     // said after the summary and the weights, so that nothing else is lost.

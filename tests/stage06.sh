@@ -209,9 +209,9 @@ s6_sharded_wire() {  # s6_sharded_wire STRATEGY
     "${run[@]}" --grad-comm fp32 --param-comm fp32 --save-params "$f.32.safetensors" >"$f.32.log" 2>&1 &&
     "${run[@]}" --grad-comm fp32 --param-comm bf16 --save-params "$f.p16.safetensors" >"$f.p16.log" 2>&1 ||
         { echo "FAIL mp.sharded.wire_bytes.$st  a run failed: $(grep -h -m1 error "$f".*.log)"; return 1; }
-    b16=$(grep -m1 '^BYTES rank=0' "$f.16.log" | grep -oE '[0-9]+$')
-    b32=$(grep -m1 '^BYTES rank=0' "$f.32.log" | grep -oE '[0-9]+$')
-    bp=$(grep -m1 '^BYTES rank=0' "$f.p16.log" | grep -oE '[0-9]+$')
+    b16=$(grep -m1 '^BYTES rank=0' "$f.16.log" | grep -o 'sent_per_step=[0-9]*' | cut -d= -f2)
+    b32=$(grep -m1 '^BYTES rank=0' "$f.32.log" | grep -o 'sent_per_step=[0-9]*' | cut -d= -f2)
+    bp=$(grep -m1 '^BYTES rank=0' "$f.p16.log" | grep -o 'sent_per_step=[0-9]*' | cut -d= -f2)
     if [ -n "$b16" ] && [ -n "$b32" ] && [ "$b32" -gt "$k" ] && [ $((2 * (b16 - k))) -eq $((b32 - k)) ] &&
        grep -q 'on the wire: gradients bf16, weights bf16' "$f.16.log"; then
         echo "PASS mp.sharded.wire_bytes.$st  rank 0 sent $b16 B a step in bf16, $b32 B in fp32"

@@ -95,14 +95,13 @@ static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt
     fill(buf, dt, r, n);
     int root = p > 1 ? 1 : 0;  // not always rank 0
     uint64_t before = comm_counters(c)[coll_kind(op)].bytes_sent;
-    uint64_t link0[2], link1[2];
-    comm_link_bytes(c, link0);
+    LinkBytes link0 = comm_link_bytes(c);
     run_collective(c, g, op, buf, n, dt, root, a);
     if (a == ALGO_HIER && g == comm_world(c)) {
         double e = (double)n * dtype_size(dt), nk = comm_node_size(c), m = p / nk;
-        comm_link_bytes(c, link1);
-        v->inside += (double)(link1[0] - link0[0]);
-        v->across += (double)(link1[1] - link0[1]);
+        LinkBytes sent = link_bytes_since(comm_link_bytes(c), link0);
+        v->inside += (double)sent.inside;
+        v->across += (double)sent.across;
         v->across_want += 2 * (m - 1) * e / p;
         v->inside_want += 2 * m * (nk - 1) * e / p;
     }

@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# cluster_lib.sh — what the stage scripts that measure on a two-level cluster share
+# (scripts/cluster.sh: nodes as network namespaces, their links shaped). Sourced after
+# scripts/stage_lib.sh (or run_info.sh); gives
+#
+#   cluster_begin NODES RATE LOG   the cluster up, this run's own names; taken down when
+#                                  the script exits. Returns 0, or 77 when this machine
+#                                  cannot make one (the reason: LOG's last line), or 1.
+#   cluster_rate RATE              every link reshaped
+#   cluster_flags                  --nodes and --cluster for a driver: "--nodes N --cluster P"
+#   link_fit                       "alpha_us beta_ns_per_B" of the link between two nodes:
+#                                  a 2-rank ring all-reduce across it, 64 KiB .. 4 MiB,
+#                                  t = 2 alpha + n beta, least squares weighted by 1/t^2
+#                                  (relative errors: the small sizes decide alpha)
+#   alpha_beta_fit                 the same fit of "bytes microseconds" lines on stdin
+
+cluster_nodes=0
+cluster_begin() {
+    local rc=0
+    export CLUSTER_PREFIX=crs$$ CLUSTER_NET=10.213.$((($$ % 200) + 20))
+    cluster_nodes=$1
+    # shellcheck disable=SC2154  # tmp: stage_begin's, when there is one
+    trap 'bash scripts/cluster.sh down >/dev/null 2>&1; [ -n "${tmp:-}" ] && rm -rf "$tmp"' EXIT
+    bash scripts/cluster.sh up --nodes "$1" --inter "$2" >"$3" 2>&1 || rc=$?
+    return "$rc"
+}
+cluster_rate() { bash scripts/cluster.sh rate "$1" >/dev/null; }
+cluster_flags() { echo "--nodes $cluster_nodes --cluster $CLUSTER_PREFIX"; }
+
+# t(n) = a + b n by weighted least squares; prints "a/2 in us, b in ns/B".
+alpha_beta_fit() {
+    awk '{w = 1 / ($2 * $2); sw += w; sx += w * $1; sy += w * $2; sxx += w * $1 * $1; sxy += w * $1 * $2}
+         END {b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx); a = (sy - b * sx) / sw;
+              if (a < 0) a = 0; printf "%.3f %.4f\n", a / 2, b * 1e3}'
+}
+link_fit() {
+    "${BUILD:-build}/bench_collectives" --np 2 --nodes 2 --cluster "$CLUSTER_PREFIX" --algo ring \
+        --min-bytes 64KiB --max-bytes 4MiB --iters 3 --warmup 1 --timeout 120 |
+        awk '!/^#/ {print $1, $5}' | alpha_beta_fit
+}
