@@ -84,19 +84,8 @@ if [ "$have_mpi" = 1 ]; then
 fi
 
 echo "== two levels: flat ring vs hierarchical all-reduce across 2 nodes (scripts/cluster.sh) =="
-rates="1gbit 400mbit 100mbit"
-quick && rates=400mbit
-rc=0
-bash 02_ddp_allreduce/hierarchy.sh "$out" $rates >"$tmp/hier.log" 2>&1 || rc=$?
-if [ "$rc" = 0 ]; then
-    echo "   layout rate: ring s (predicted), hier s (predicted), speedup"
-    awk '!/^#/ {printf "   %s %s: ring %.3f (%.3f), hier %.3f (%.3f), %.2fx\n", $1, $2, $4, $5, $7, $8, $10}' \
-        "$out/hierarchy.txt"
-elif [ "$rc" = 77 ]; then
-    echo "   skipped: $(tail -n 1 "$tmp/hier.log")"
-else
-    cat "$tmp/hier.log" >&2; exit 1
-fi
+echo "   layout rate rate_mbit ring_s ring_pred_s ring_err_% hier_s hier_pred_s hier_err_% speedup"
+two_levels 02_ddp_allreduce/hierarchy.sh "1gbit 400mbit 100mbit" 400mbit
 echo "== DDP scaling: tokens/s vs ranks (small preset, batch 4 per rank) =="
 echo "# ranks tokens_per_s ms_per_step" >"$out/ddp_scaling.txt"
 for n in 1 2 4; do

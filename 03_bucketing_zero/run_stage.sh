@@ -18,7 +18,10 @@
 #   6. Bytes each rank sends per step against N, beside 2Ψ(N-1)/N and 3Ψ(N-1)/N (bytes.txt).
 #   7. FSDP wrapping: layer groups per unit against the gathered memory and the step
 #      time (fsdp_units.txt).
-#   8. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
+#   8. Two levels (two_levels.sh, where root can make network namespaces): DDP, FSDP and
+#      HSDP on 2 nodes x 2 ranks joined by a shaped link, beside one node and the
+#      alpha-beta prediction, with the bytes each link class carried.
+#   9. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
 #
 # Timings on a shared VM are noisy: each timed table is several rounds, every round runs
 # every configuration once (in an order that rotates from round to round), and reports
@@ -27,7 +30,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/stage_lib.sh
-stage_begin 03_bucketing_zero '*.txt' '*.log' '*.png' '*.dat' 'timelines/trace_*'
+stage_begin 03_bucketing_zero '*.txt' '*.log' '*.png' '*.dat' 'timelines/trace_*'  # two_levels.txt too
 
 # The bench model: 9.56M parameters, 38 MB of fp32 gradients in 14 layer groups of about
 # 3.2 MB (so buckets of 0.25 to 64 MB hold 1 to 14 groups), against ~60 ms of compute per
@@ -307,6 +310,11 @@ sweep "$raw" "${cfgs[@]}"
                     END {for (r in t) if (t[r] > m) m = t[r]; print m / 1e6}' "$log")" "$med" "$lo" "$hi" "$ov"
     done
 } | tee "$out/fsdp_units.txt"
+
+# ---------------------------------------------------------------- 8. two levels
+echo "== two levels: DDP, FSDP and HSDP on 2 nodes x 2 ranks (scripts/cluster.sh), bench model =="
+echo "   strategy rate ms_one ms_two ms_pred err_% inside_MB across_MB"
+two_levels 03_bucketing_zero/two_levels.sh "1gbit 200mbit" 1gbit
 
 stage_end "make stage-3" "$rounds rounds of $steps steps, buckets $buckets MB, N = $ranks"
 echo

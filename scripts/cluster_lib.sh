@@ -38,3 +38,21 @@ link_fit() {
         --min-bytes 64KiB --max-bytes 4MiB --iters 3 --warmup 1 --timeout 120 |
         awk '!/^#/ {print $1, $5}' | alpha_beta_fit
 }
+
+# two_level_row LABEL RATE BETA_NS MS_ONE LOG DRIVER ARGS...: DRIVER's run across the
+# cluster's nodes (its ranks split over them), beside the prediction from the same run on
+# one node (MS_ONE ms per step) and the link: every byte node 0 sends across, at BETA_NS
+# ns a byte, added to that step as if none of it overlapped compute (tbf shapes each
+# direction alike, and the layouts here send as much each way). Prints "LABEL RATE
+# ms_one ms_two ms_pred err_pct inside_MB across_MB", the bytes node 0 sent in the last step.
+two_level_row() {
+    local label=$1 rate=$2 beta=$3 one=$4 log=$5 drv=$6 flags
+    shift 6
+    read -r -a flags < <(cluster_flags)
+    run "$log" "$drv" "$@" "${flags[@]}"
+    awk -v L="$label" -v R="$rate" -v b="$beta" -v one="$one" -v ms="$(kv "$log" ms_per_step)" '
+        /^LINKS / && $3 == "node=0" {split($4, i, "="); split($5, a, "="); inside += i[2]; across += a[2]}
+        END {pred = one + across * b * 1e-6
+             printf "%s %s %.1f %.1f %.1f %+.1f %.3f %.3f\n", L, R, one, ms, pred,
+                    100 * (ms - pred) / pred, inside / 1e6, across / 1e6}' "$log"
+}

@@ -27,6 +27,11 @@ machine=$(run_info "$dir" machine | tr -d "'")
 day=$(run_info "$dir" date | tr -d "'")
 vars="dir='$dir'; machine='${machine:-machine not recorded}'; run_date='${day:-date not recorded}'"
 
+# A stage's two-level measurement (NN_*/two_levels.sh), where it ran: its own figure.
+two_levels() {
+    [ -f "$dir/two_levels.txt" ] || return 0
+    gnuplot -e "dir='$dir'; what='$1'" scripts/two_levels.gp
+}
 case "$(basename "$dir")" in
     01_memory_wall)
         gnuplot -e "$vars" 01_memory_wall/plots.gp ;;
@@ -42,6 +47,7 @@ case "$(basename "$dir")" in
         gnuplot -e "$vars; ranks='$ranks'; mpi=$mpi; hier=$hier" 02_ddp_allreduce/plots.gp 2>"$dir/fit.log" || {
             cat "$dir/fit.log" >&2; exit 1; } ;;
     03_bucketing_zero)
+        two_levels "DDP, FSDP and HSDP on 2 nodes x 2 ranks: the link between the nodes decides"
         # The timelines are whatever configurations were traced, in the order they build up.
         traces=""
         for t in ddp-no-overlap ddp-overlap zero3 fsdp; do

@@ -21,6 +21,7 @@
 #   alpha_beta NP             stage 02's alpha-beta fit for NP ranks
 #   rotation FIRST N          the order of one round of a sweep
 #   med, spread               the median (and min, max) of the numbers on stdin
+#   two_levels SCRIPT RATES QUICK_RATES   a stage's two-level cluster measurement, or why not
 #   $awk_med                  the same median as an awk function, med(a, n)
 #
 # and, from scripts/run_info.sh, write_run_info, outputs_note and machine_desc.
@@ -146,3 +147,21 @@ awk_med='
     function med(a, n,    i, j, t) {
         for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }'
+
+# ---------------------------------------------------------------- two levels
+
+# two_levels SCRIPT RATES QUICK_RATES: a stage's measurement on a two-level cluster
+# (NN_*/two_levels.sh, hierarchy.sh: scripts/cluster.sh's namespaces) into $out, its
+# rows shown; where this machine cannot make the cluster (no root, no namespaces),
+# skipped with the reason. A failure stops the stage script.
+two_levels() {
+    local script=$1 rates=$2 rc=0
+    quick && rates=$3
+    # shellcheck disable=SC2086  # rates: words
+    bash "$script" "$out" $rates >"$tmp/two_levels.log" 2>&1 || rc=$?
+    case $rc in
+        0) sed 's/^/   /' "$tmp/two_levels.log" ;;
+        77) echo "   skipped: $(tail -n 1 "$tmp/two_levels.log")" ;;
+        *) cat "$tmp/two_levels.log" >&2; exit 1 ;;
+    esac
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# two_levels.sh — what HSDP buys, measured: DDP, FSDP and HSDP (shard groups of 2 = the
+# nodes) on 2 nodes x 2 ranks of a cluster on this machine (scripts/cluster.sh: network
+# namespaces, shared memory inside a node, a shaped link between them), each beside the
+# same run on one node and the alpha-beta prediction. run_stage.sh calls it:
+#
+#   bash 03_bucketing_zero/two_levels.sh OUT_DIR [RATE...]      (default 1gbit 200mbit)
+#
+# The bench model of run_stage.sh (9.56M parameters, 38 MB of fp32 gradients): a node's
+# link carries, per step, DDP's ring crossing 2(p-1)/p of the gradients (1.5 x 38 MB),
+# FSDP's two all-gathers and reduce-scatter over 4 ranks (2.25 x), HSDP only the
+# all-reduce of each rank's shard across the replicas (1 x): it shards inside the node and
+# replicates across. Writes OUT_DIR/two_levels.txt. Needs root and network namespaces:
+# without them it says why and exits 77.
+set -eu
+cd "$(dirname "$0")/.."
+. scripts/stage_lib.sh
+. scripts/cluster_lib.sh
+out=$1; shift
+rates=${*:-1gbit 200mbit}
+tmp=$(mktemp -d)
+rc=0
+cluster_begin 2 "${rates%% *}" "$tmp/up" || rc=$?
+[ "$rc" = 0 ] || { tail -n 1 "$tmp/up" >&2; exit "$rc"; }
+model=(--layers 12 --width 256 --heads 4 --seq 64 --vocab 256 --batch 1 --steps 8 --warmup 2
+       --peak-tflops 1 --log-every 1000000)
+strategies=("ddp=--strategy ddp" "fsdp=--strategy fsdp" "hsdp=--strategy hsdp --shard-size 2")
+load0=$(load_now)
+rows=""
+for rate in $rates; do
+    cluster_rate "$rate"
+    read -r _ beta < <(link_fit)
+    for s in "${strategies[@]}"; do
+        name=${s%%=*}
+        # The same 4 ranks on one node (shared memory only) just before: side by side.
+        # shellcheck disable=SC2086  # the strategy's flags: words on purpose
+        run "$tmp/one.log" sharded_train --np 4 ${s#*=} "${model[@]}"
+        # shellcheck disable=SC2086
+        rows+="$(two_level_row "$name" "$rate" "$beta" "$(kv "$tmp/one.log" ms_per_step)" \
+                 "$tmp/$name.log" sharded_train --np 4 ${s#*=} "${model[@]}")"$'\n'
+        echo "  $(tail -c 200 <<<"${rows%$'\n'}" | tail -n 1)"
+    done
+done
+{
+    echo "# DDP, FSDP and HSDP (--shard-size 2: a shard group per node) on 2 nodes x 2 ranks,"
+    echo "# the bench model (L=12 C=256 T=64 V=256, batch 1 per rank: 38 MB of fp32 gradients);"
+    echo "# ms per step, the median of 6 after 2 warm-up steps. one: the same 4 ranks on one node, run just before;"
+    echo "# pred: one + node 0's bytes across x the link's fitted beta (nothing overlapped); err:"
+    echo "# (two - pred) / pred; inside/across: MB node 0's ranks sent in the last step, by link."
+    echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $load0 at the start, $(load_now) at the end"
+    echo "# strategy rate ms_one ms_two ms_pred err_pct inside_MB across_MB"
+    printf '%s' "$rows"
+} >"$out/two_levels.txt"
