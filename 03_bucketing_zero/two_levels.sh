@@ -24,30 +24,9 @@ cluster_begin 2 "${rates%% *}" "$tmp/up" || rc=$?
 [ "$rc" = 0 ] || { tail -n 1 "$tmp/up" >&2; exit "$rc"; }
 model=(--layers 12 --width 256 --heads 4 --seq 64 --vocab 256 --batch 1 --steps 8 --warmup 2
        --peak-tflops 1 --log-every 1000000)
-strategies=("ddp=--strategy ddp" "fsdp=--strategy fsdp" "hsdp=--strategy hsdp --shard-size 2")
-load0=$(load_now)
-rows=""
-for rate in $rates; do
-    cluster_rate "$rate"
-    read -r _ beta < <(link_fit)
-    for s in "${strategies[@]}"; do
-        name=${s%%=*}
-        # The same 4 ranks on one node (shared memory only) just before: side by side.
-        # shellcheck disable=SC2086  # the strategy's flags: words on purpose
-        run "$tmp/one.log" sharded_train --np 4 ${s#*=} "${model[@]}"
-        # shellcheck disable=SC2086
-        rows+="$(two_level_row "$name" "$rate" "$beta" "$(kv "$tmp/one.log" ms_per_step)" \
-                 "$tmp/$name.log" sharded_train --np 4 ${s#*=} "${model[@]}")"$'\n'
-        echo "  $(tail -c 200 <<<"${rows%$'\n'}" | tail -n 1)"
-    done
-done
-{
-    echo "# DDP, FSDP and HSDP (--shard-size 2: a shard group per node) on 2 nodes x 2 ranks,"
-    echo "# the bench model (L=12 C=256 T=64 V=256, batch 1 per rank: 38 MB of fp32 gradients);"
-    echo "# ms per step, the median of 6 after 2 warm-up steps. one: the same 4 ranks on one node, run just before;"
-    echo "# pred: one + node 0's bytes across x the link's fitted beta (nothing overlapped); err:"
-    echo "# (two - pred) / pred; inside/across: MB node 0's ranks sent in the last step, by link."
-    echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $load0 at the start, $(load_now) at the end"
-    echo "# strategy rate ms_one ms_two ms_pred err_pct inside_MB across_MB"
-    printf '%s' "$rows"
-} >"$out/two_levels.txt"
+two_levels_table "$out" "$rates" "DDP, FSDP and HSDP (--shard-size 2: a shard group per node) on 2 nodes x 2 ranks,
+the bench model (L=12 C=256 T=64 V=256, batch 1 per rank: 38 MB of fp32 gradients);
+ms per step, the median of 6 after 2 warm-up steps." \
+    "ddp=sharded_train --np 4 --strategy ddp ${model[*]}" \
+    "fsdp=sharded_train --np 4 --strategy fsdp ${model[*]}" \
+    "hsdp=sharded_train --np 4 --strategy hsdp --shard-size 2 ${model[*]}"

@@ -261,6 +261,10 @@ t1_ms=$(summary tp1 | awk '{print $2}')
                        step * 1e3, base / step, base / step / t, 100 * comm / step, a / t } }'
 } | tee "$out/prediction_links.txt"
 
+echo "== two levels: TP = 2 and DP = 2 with their ranks on one node or on two (scripts/cluster.sh) =="
+echo "   config rate ms_one ms_two ms_pred err_% inside_MB across_MB"
+two_levels 04_tensor_parallel/two_levels.sh "1gbit 200mbit" 200mbit
+
 stage_end "make stage-4" "$rounds rounds of $steps steps"
 echo
 outputs_note "$out"

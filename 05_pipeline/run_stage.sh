@@ -304,6 +304,10 @@ done
     done
 } | tee "$out/gantt.txt"
 
+echo "== two levels: PP = 2 against TP = 2 with one rank on each of 2 nodes (scripts/cluster.sh) =="
+echo "   config rate ms_one ms_two ms_pred err_% inside_MB across_MB"
+two_levels 05_pipeline/two_levels.sh "1gbit 200mbit" 200mbit
+
 stage_end "make stage-5" "$rounds round of $steps steps, m = ${ms// /,}"
 echo
 outputs_note "$out"

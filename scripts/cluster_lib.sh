@@ -56,3 +56,35 @@ two_level_row() {
              printf "%s %s %.1f %.1f %.1f %+.1f %.3f %.3f\n", L, R, one, ms, pred,
                     100 * (ms - pred) / pred, inside / 1e6, across / 1e6}' "$log"
 }
+
+# two_levels_table OUT_DIR "RATES" NOTE CONFIG...: the table of a stage's two_levels.sh.
+# Each CONFIG is "name=DRIVER ARGS..." (ARGS with its --np); for every rate (the link
+# reshaped, its beta fitted) every config runs on one node, then across the nodes, side by
+# side; the rows (two_level_row's) go to OUT_DIR/two_levels.txt under NOTE (comment lines,
+# without their "# ") and the machine, the date and the load. Needs cluster_begin first.
+two_levels_table() {
+    local dir=$1 rates=$2 note=$3 rate beta cfg name drv rows="" load0
+    shift 3
+    load0=$(load_now)
+    for rate in $rates; do
+        cluster_rate "$rate"
+        read -r _ beta < <(link_fit)
+        for cfg in "$@"; do
+            name=${cfg%%=*}
+            read -r -a drv <<<"${cfg#*=}"
+            run "$tmp/one.log" "${drv[@]}"
+            rows+="$(two_level_row "$name" "$rate" "$beta" "$(kv "$tmp/one.log" ms_per_step)" \
+                     "$tmp/$name.log" "${drv[@]}")"$'\n'
+            tail -n 1 <<<"${rows%$'\n'}"
+        done
+    done
+    {
+        sed 's/^/# /' <<<"$note"
+        echo "# one: the same ranks on one node, just before; pred: one + node 0's bytes across x the"
+        echo "# link's fitted beta (nothing overlapped); err: (two - pred) / pred; inside/across: MB"
+        echo "# node 0's ranks sent in the last step, by link (the LINKS lines)."
+        echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $load0 at the start, $(load_now) at the end"
+        echo "# config rate ms_one ms_two ms_pred err_pct inside_MB across_MB"
+        printf '%s' "$rows"
+    } >"$dir/two_levels.txt"
+}

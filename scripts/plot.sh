@@ -30,7 +30,7 @@ vars="dir='$dir'; machine='${machine:-machine not recorded}'; run_date='${day:-d
 # A stage's two-level measurement (NN_*/two_levels.sh), where it ran: its own figure.
 two_levels() {
     [ -f "$dir/two_levels.txt" ] || return 0
-    gnuplot -e "dir='$dir'; what='$1'" scripts/two_levels.gp
+    gnuplot -e "dir='$dir'; what='${1//\'/}'" scripts/two_levels.gp  # (no quote inside gnuplot's)
 }
 case "$(basename "$dir")" in
     01_memory_wall)
@@ -55,9 +55,11 @@ case "$(basename "$dir")" in
         done
         gnuplot -e "$vars; traces='${traces# }'" 03_bucketing_zero/plots.gp ;;
     04_tensor_parallel)
+        two_levels "TP = 2 and DP = 2 on one node and across two: the TP all-reduces wait on the link"
         gnuplot -e "$vars" 04_tensor_parallel/plots.gp ;;
     05_pipeline)
         # The Gantt charts read gantt/*.dat (measured p = 2, simulated p = 2 and 4).
+        two_levels "PP = 2 against TP = 2 across two nodes: the pipeline sends an activation, TP all-reduces"
         gnuplot -e "$vars" 05_pipeline/plots.gp ;;
     06_mixed_precision)
         gnuplot -e "$vars" 06_mixed_precision/plots.gp ;;

@@ -19,6 +19,7 @@ set grid ytics noxtics
 set xtics nomirror
 set yrange [0:*]
 set key top left
+set offsets 0, 0, graph 0.3, 0  # room for the key above the bars
 set bmargin 5
 tic(l, r) = sprintf("%s\n%s", l, r)
 set title "step time: one node vs two nodes"

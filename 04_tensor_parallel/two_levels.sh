@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# two_levels.sh — why tensor parallelism stays inside a node, measured: TP = 2 (and with
+# SP) with its two ranks on one node and on two nodes of a cluster on this machine
+# (scripts/cluster.sh: network namespaces, a shaped link between them), beside data
+# parallelism on the same two ranks and the alpha-beta prediction. run_stage.sh calls it:
+#
+#   bash 04_tensor_parallel/two_levels.sh OUT_DIR [RATE...]      (default 1gbit 200mbit)
+#
+# The small preset, 16 sequences a step: TP's four all-reduces of b·s·h per layer
+# (forward and backward) sit on the critical path and grow with the tokens of a step;
+# DP's one all-reduce of the gradients per step (after backward in tp_train) does not. Writes
+# OUT_DIR/two_levels.txt. Needs root and network namespaces: else says why, exits 77.
+set -eu
+cd "$(dirname "$0")/.."
+. scripts/stage_lib.sh
+. scripts/cluster_lib.sh
+out=$1; shift
+rates=${*:-1gbit 200mbit}
+tmp=$(mktemp -d)
+rc=0
+cluster_begin 2 "${rates%% *}" "$tmp/up" || rc=$?
+[ "$rc" = 0 ] || { tail -n 1 "$tmp/up" >&2; exit "$rc"; }
+model="--preset small --steps 6 --warmup 2 --peak-tflops 1 --log-every 1000000"
+two_levels_table "$out" "$rates" "TP = 2, TP = 2 with SP, and DP = 2 (tp_train --tp 1) on 2 ranks: both on one node, or
+one on each of 2 nodes; the small preset (L=4 C=256 T=128 V=256), 16 sequences a step
+(TP: --batch 16; DP: --batch 8 per rank); ms per step, the median of 4 after 2 warm-up steps." \
+    "tp2=tp_train --np 2 --tp 2 --batch 16 $model" \
+    "tp2-sp=tp_train --np 2 --tp 2 --sp --batch 16 $model" \
+    "dp2=tp_train --np 2 --tp 1 --batch 8 $model"
