@@ -9,6 +9,7 @@
 #   bash scripts/cluster.sh exec NODE COMMAND...             run COMMAND inside node NODE
 #   bash scripts/cluster.sh addr NODE                        node NODE's address
 #   bash scripts/cluster.sh rate RATE [NODE]                 reshape every link (or NODE's)
+#   bash scripts/cluster.sh mpirun -np N PROGRAM...          OpenMPI across the nodes
 #   bash scripts/cluster.sh status
 #   bash scripts/cluster.sh down                             remove everything it made
 #
@@ -127,6 +128,33 @@ set_rate() {
     done
 }
 
+# mpirun ARGS...: OpenMPI's mpirun across the nodes, as on a cluster with a hostfile:
+# started inside node 0 (so that the nodes reach it), a hostfile of every node with
+# N/nodes slots each (ranks filled node by node: 0..k-1 on node 0), the rsh launcher
+# pointed at cluster_rsh.sh (ssh's part: it enters a node's namespace), OpenMPI's TCP
+# kept to the cluster's subnet. Each node a hostname of its own (a UTS namespace), so
+# OpenMPI uses shared memory inside a node and TCP across, as it would on real hosts.
+run_mpirun() {
+    local np=0 a nodes hosts here
+    for ((a = 1; a <= $#; a++)); do
+        case ${!a} in -np|-n|--np) a=$((a + 1)); np=${!a} ;; esac
+    done
+    [[ "$np" =~ ^[1-9][0-9]*$ ]] || die "mpirun: give -np N (the ranks, spread evenly over the nodes)"
+    nodes=$(ours | grep -c -- '-node')
+    [ "$nodes" -gt 0 ] || die "mpirun: no cluster $PREFIX is up"
+    [ $((np % nodes)) = 0 ] || die "mpirun: -np $np does not divide over the $nodes nodes"
+    here=$(cd "$(dirname "$0")" && pwd)
+    hosts=$(mktemp)
+    for ((a = 0; a < nodes; a++)); do echo "$(node_ns "$a") slots=$((np / nodes))"; done >"$hosts"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 CLUSTER_PREFIX=$PREFIX
+    ip netns exec "$(node_ns 0)" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$(node_ns 0)" \
+        mpirun --hostfile "$hosts" --map-by slot --mca plm_rsh_agent "$here/cluster_rsh.sh" \
+        --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" "$@"
+    local rc=$?
+    rm -f "$hosts"
+    return $rc
+}
+
 status() {
     local ns
     [ -n "$(ours)" ] || { echo "cluster.sh: no cluster ($PREFIX-*) is up"; return 1; }
@@ -150,5 +178,6 @@ case $cmd in
         exec ip netns exec "$(node_ns "$node")" "$@" ;;
     addr) [ $# -eq 1 ] || die "addr NODE"; echo "$NET.$(($1 + 1))" ;;
     rate) [ $# -ge 1 ] || die "rate RATE [NODE]"; set_rate "$@" ;;
+    mpirun) run_mpirun "$@" ;;
     *) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -15,7 +15,8 @@ dir=$(mktemp -d)
 trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$dir"' EXIT
 checks="cluster.up cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_hier cluster.builtin_ddp_2x2
         cluster.builtin_ddp_2x2_hier cluster.builtin_ddp_2x2_tcp cluster.shm_inside_node
-        cluster.link_shaped cluster.down_leaves_nothing"
+        cluster.mpirun_ddp_2x2 cluster.mpirun_ddp_2x2_mpi cluster.link_shaped
+        cluster.down_leaves_nothing"
 for c in $checks; do echo "PLAN $c"; done
 
 if ! bash scripts/cluster.sh up --nodes 2 --inter 1gbit >"$dir/up" 2>&1; then
@@ -88,6 +89,26 @@ if [ "${shm_lo:-0}" -lt 200000 ] && [ "${shm_link:-0}" -gt 1000000 ] && [ "${tcp
 else
     echo "FAIL cluster.shm_inside_node  node 0's loopback / link bytes: shm+tcp ${shm_lo:-?} / ${shm_link:-?} (want < 200000 / > 1000000), tcp ${tcp_lo:-?} / ${tcp_link:-?} (want loopback > 1000000)"
 fi
+
+# Real mpirun with a hostfile of the two nodes (cluster.sh mpirun: its rsh agent enters
+# a node's namespace as ssh would log into a host), --transport mpi: OpenMPI's shared
+# memory inside a node and its TCP across; our ring over its point-to-point, and its
+# own MPI_Allreduce.
+mpirun_2x2() {  # mpirun_2x2 CHECK ALGO
+    local check=$1
+    if ! command -v mpirun >/dev/null || [ ! -f "$BUILD/common/comm_mpi.o" ]; then
+        echo "SKIP $check: no mpirun here, or this build has no MPI (mpicc)"; return
+    fi
+    if bash scripts/cluster.sh mpirun -np 4 "$BUILD/ddp_train" --transport mpi --algo "$2" --timeout 30 \
+            "${model[@]}" --save-params "$dir/$check.safetensors" >"$dir/$check.log" 2>&1; then
+        "$BUILD/tests/compare_params" "$dir/$check.safetensors" "$dir/one.safetensors" 1e-5 "$check" |
+            sed "s/\$/ (mpirun --hostfile across the 2 nodes: $(grep -o -m1 'over 4 ranks ([^)]*)' "$dir/$check.log"))/"
+    else
+        echo "FAIL $check  the run failed: $(grep -m1 -E 'error|ERROR|refused' "$dir/$check.log" | cut -c1-300)"
+    fi
+}
+mpirun_2x2 cluster.mpirun_ddp_2x2 ring
+mpirun_2x2 cluster.mpirun_ddp_2x2_mpi mpi
 
 # The link between the nodes is as slow as asked: 2.5 MB from node 0 to node 1 at 20
 # Mbit/s cannot take less than (2.5 MB - the 125 kB burst) / 2.5 MB/s = 0.95 s. A busy
