@@ -9,7 +9,8 @@
 #    and across two nodes (TCP over the shaped link, at each rate): t(n) = 2 alpha + n beta
 #    for a 2-rank ring all-reduce (2 messages of n/2), least squares weighted by 1/t^2.
 # 2. At 16 MiB, 2 nodes x 2 and 2 nodes x 4 ranks at every rate: the ring and
-#    hier, each beside its prediction from those fits:
+#    hier, each beside its prediction from those fits, and OpenMPI's MPI_Allreduce under
+#    mpirun --hostfile across the same nodes (where there is an MPI):
 #      ring  2(p-1) (alpha_x + n/p beta_x)          every step waits on its hop across nodes
 #      hier  2(k-1) (alpha_i + n/k beta_i)          reduce-scatter and all-gather in the node
 #          + 2(m-1) (alpha_x + n/m beta_x)          the node's k shards of n/(km) share its link
@@ -48,7 +49,9 @@ load0=$(load_now)
     echo "# direction); inside a node shared memory (shm+tcp). Seconds per call, the median of 5;"
     echo "# pred: the alpha-beta prediction from links_alpha_beta.txt; err: (measured - pred) / pred"
     echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $load0 at the start"
-    echo "# layout rate rate_mbit ring_s ring_pred_s ring_err_pct hier_s hier_pred_s hier_err_pct hier_speedup"
+    echo "# mpi: MPI_Allreduce under mpirun --hostfile across the same nodes (cluster.sh mpirun;"
+    echo "# OpenMPI's shared memory inside a node, its TCP across; nan: no mpirun or no MPI build)"
+    echo "# layout rate rate_mbit ring_s ring_pred_s ring_err_pct hier_s hier_pred_s hier_err_pct hier_speedup mpi_s"
 } >"$out/hierarchy.txt"
 n=16777216
 for rate in $rates; do
@@ -61,13 +64,20 @@ for rate in $rates; do
         p=$((k * m))
         ring=$(bench "$p" "$m" ring "$n" "$n" 5 | awk '{print $2 / 1e6}')
         hier=$(bench "$p" "$m" hier "$n" "$n" 5 | awk '{print $2 / 1e6}')
+        mpi=nan
+        if command -v mpirun >/dev/null && [ -f "$BUILD/common/comm_mpi.o" ]; then
+            mpi=$(bash scripts/cluster.sh mpirun -np "$p" "$BUILD/bench_collectives" --transport mpi \
+                  --algo mpi --min-bytes "$n" --max-bytes "$n" --iters 5 --warmup 1 --timeout 120 |
+                  awk '!/^#/ {print $5 / 1e6}')
+        fi
         awk -v L="$layout" -v R="$rate" -v n="$n" -v p="$p" -v k="$k" -v m="$m" -v ai="$ai" \
-            -v bi="$bi" -v ax="$ax" -v bx="$bx" -v ring="$ring" -v hier="$hier" 'BEGIN {
+            -v bi="$bi" -v ax="$ax" -v bx="$bx" -v ring="$ring" -v hier="$hier" -v mpi="$mpi" 'BEGIN {
             pr = 2 * (p - 1) * (ax * 1e-6 + n / p * bx * 1e-9)
             ph = 2 * (k - 1) * (ai * 1e-6 + n / k * bi * 1e-9) + 2 * (m - 1) * (ax * 1e-6 + n / m * bx * 1e-9)
             mbit = R + 0; if (R ~ /gbit$/) mbit *= 1000; else if (R ~ /kbit$/) mbit /= 1000
-            printf "%s %s %g %.3f %.3f %+.1f %.3f %.3f %+.1f %.2f\n", L, R, mbit, ring, pr,
-                   100 * (ring - pr) / pr, hier, ph, 100 * (hier - ph) / ph, ring / hier}' >>"$out/hierarchy.txt"
+            printf "%s %s %g %.3f %.3f %+.1f %.3f %.3f %+.1f %.2f %s\n", L, R, mbit, ring, pr,
+                   100 * (ring - pr) / pr, hier, ph, 100 * (hier - ph) / ph, ring / hier,
+                   mpi == "nan" ? "nan" : sprintf("%.3f", mpi)}' >>"$out/hierarchy.txt"
         tail -n 1 "$out/hierarchy.txt"
     done
 done

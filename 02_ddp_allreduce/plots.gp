@@ -154,5 +154,7 @@ if (exists("hier") && hier) {
          for [L in "2x2 2x4"] g(L) using 3:7 with points pointtype 5 linecolor (L eq "2x2" ? 2 : 4) \
              title sprintf("hier, %s, measured", L), \
          for [L in "2x2 2x4"] g(L) using 3:8 with lines dashtype 2 linecolor (L eq "2x2" ? 2 : 4) \
-             title sprintf("hier, %s, predicted", L)
+             title sprintf("hier, %s, predicted", L), \
+         for [L in "2x2 2x4"] g(L) using 3:11 with points pointtype (L eq "2x2" ? 9 : 8) linecolor 7 \
+             title sprintf("MPI_Allreduce, %s, measured", L)
 }
