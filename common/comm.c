@@ -304,34 +304,48 @@ void reduce_sum_into(void *dst, const void *src, size_t n, DType dt) {
     }
 }
 
+// On several nodes, which link a message takes: " (node 1, across the link from node 0)".
+static void link_of(const Comm *c, int peer, char *buf, size_t n) {
+    int mine = comm_node(c, c->rank), theirs = comm_node(c, peer);
+    buf[0] = '\0';
+    if (comm_node_size(c) == c->size) return;
+    if (mine == theirs) snprintf(buf, n, " (node %d, this rank's own)", theirs);
+    else snprintf(buf, n, " (node %d, across the link from node %d)", theirs, mine);
+}
+
 static void describe(const Comm *c, const CommRequest *r, char *buf, size_t n) {
     const Group *g = r->group;
-    snprintf(buf, n, "%s #%llu on group %s (%d ranks, id %08x): %s %zu bytes %s world rank %d; "
+    char link[64];
+    link_of(c, r->peer, link, sizeof link);
+    snprintf(buf, n, "%s #%llu on group %s (%d ranks, id %08x): %s %zu bytes %s world rank %d%s; "
              "%zu of them moved", coll_name((CollKind)r->hdr.kind), (unsigned long long)r->hdr.seq,
              g->name, g->size, g->id, r->is_send ? "sending" : "receiving", r->bytes,
-             r->is_send ? "to" : "from", r->peer, r->done);
-    (void)c;
+             r->is_send ? "to" : "from", r->peer, link, r->done);
 }
 
 void comm_die_waiting(Comm *c, const CommRequest *r, const char *why) {
-    char d[320];
+    char d[400];
     describe(c, r, d, sizeof d);
     // The usual causes, in the order they happen to people writing collectives.
     if (strcmp(why, "timeout") == 0) {
-        char chan[64] = "";
+        char chan[64] = "", link[96] = "";
         if (c->channel_bytes) snprintf(chan, sizeof chan, " %zu-byte", c->channel_bytes);
+        int mine = comm_node(c, c->rank), theirs = comm_node(c, r->peer);
+        if (mine != theirs)
+            snprintf(link, sizeof link, "; the link between node %d and node %d is down or slow",
+                     mine, theirs);
         DIE("timeout after %.1f s in %s. Usual causes: a rank waited for its send before posting "
             "its receive (post both, then wait for both: a message larger than the transport's%s "
             "buffer cannot finish until the peer receives it); the ranks called different "
-            "collectives, counts or peers; a rank is stuck or dead; or the peer is still busy "
+            "collectives, counts or peers; a rank is stuck or dead%s; or the peer is still busy "
             "(--timeout %.1f s is shorter than the work it does before it gets here)",
-            c->timeout_s, d, chan, c->timeout_s);
+            c->timeout_s, d, chan, link, c->timeout_s);
     }
     DIE("%s, in %s", why, d);
 }
 
 void comm_die_mismatch(Comm *c, const CommRequest *r, const MsgHeader *got) {
-    char d[320];
+    char d[400];
     describe(c, r, d, sizeof d);
     if (got->magic != MSG_MAGIC) DIE("corrupt message header from world rank %d: %s", r->peer, d);
     DIE("ranks disagree: this rank expects %s, but world rank %u sent %s #%llu on group %08x with "

@@ -15,8 +15,8 @@ dir=$(mktemp -d)
 trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$dir"' EXIT
 checks="cluster.up cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_hier cluster.builtin_ddp_2x2
         cluster.builtin_ddp_2x2_hier cluster.builtin_ddp_2x2_tcp cluster.shm_inside_node
-        cluster.mpirun_ddp_2x2 cluster.mpirun_ddp_2x2_mpi cluster.link_shaped
-        cluster.down_leaves_nothing"
+        cluster.mpirun_ddp_2x2 cluster.mpirun_ddp_2x2_mpi cluster.link_down_diagnosed
+        cluster.link_shaped cluster.down_leaves_nothing"
 for c in $checks; do echo "PLAN $c"; done
 
 if ! bash scripts/cluster.sh up --nodes 2 --inter 1gbit >"$dir/up" 2>&1; then
@@ -109,6 +109,31 @@ mpirun_2x2() {  # mpirun_2x2 CHECK ALGO
 }
 mpirun_2x2 cluster.mpirun_ddp_2x2 ring
 mpirun_2x2 cluster.mpirun_ddp_2x2_mpi mpi
+
+# A link taken down mid-run (node 1's, in its namespace): nothing arrives any more and
+# nothing says so (no reset, as when a cable or a switch port dies), so every rank's wait
+# must end by its timeout, the ones waiting across the link naming it.
+s_link_down() {
+    local log=$dir/link_down.log t0 t1 rc=0 errs
+    "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 4 --preset tiny \
+        --steps 1000000 --batch 2 --log-every 1000000 >"$log" 2>&1 &
+    local pid=$!
+    sleep 2
+    t0=$(date +%s.%N)
+    bash scripts/cluster.sh exec 1 ip link set "${CLUSTER_PREFIX}n1" down
+    wait "$pid" || rc=$?
+    t1=$(date +%s.%N)
+    bash scripts/cluster.sh exec 1 ip link set "${CLUSTER_PREFIX}n1" up
+    # (a rank waiting on one of its own node may see that one exit first, and say so)
+    errs=$(grep -c '^\[rank [0-3]/4\] error: ' "$log")
+    if [ "$rc" -ne 0 ] && [ "$errs" = 4 ] && awk -v a="$t0" -v b="$t1" 'BEGIN {exit !(b - a < 12)}' &&
+       grep -q 'across the link from node .*the link between node [01] and node [01] is down or slow' "$log"; then
+        echo "PASS cluster.link_down_diagnosed  all 4 ranks exited $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s after node 1's link went down (--timeout 4), e.g. $(grep -m1 -o 'receiving [0-9]* bytes from world rank [0-9]* (node [0-9], across[^)]*)' "$log")"
+    else
+        echo "FAIL cluster.link_down_diagnosed  exit $rc, $errs of 4 ranks said why they stopped, $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s after the link went down: $(grep -m1 'error' "$log" | cut -c1-300)"
+    fi
+}
+s_link_down
 
 # The link between the nodes is as slow as asked: 2.5 MB from node 0 to node 1 at 20
 # Mbit/s cannot take less than (2.5 MB - the 125 kB burst) / 2.5 MB/s = 0.95 s. A busy
