@@ -96,7 +96,7 @@ typedef struct {
     const char *cluster;    // the namespaces' prefix, or NULL: all on the loopback
 } LaunchNodes;
 void launch_nodes_plan(LaunchNodes *ln, const CommConfig *cfg, int np);
-void launch_nodes_master(const LaunchNodes *ln);
+void launch_nodes_master(const LaunchNodes *ln, int node);  // MASTER_ADDR: node's address
 void launch_nodes_enter(const LaunchNodes *ln, int node);
 void hybrid_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores stores);
 // MPI as launcher: MPI_Init, world rank and size; 0 if this build has no MPI.

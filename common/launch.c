@@ -183,6 +183,150 @@ int comm_ranks_dropped(void) {
     return k ? atoi(k) : 0;
 }
 
+// ---------------------------------------------------------------- the built-in launcher
+
+// What the supervisor keeps across attempts. Rank r of an attempt runs in slot[r]: its
+// core, its GPU and (with --nodes) its node. An elastic restart gives up the failed
+// rank's slot, or its node's slots, not the last: that place is the suspect.
+typedef struct {
+    const CommConfig *cfg;
+    LaunchNodes ln;
+    int n, n0;                // ranks now, and at the start
+    int slot[COMM_MAX_RANKS];
+    int cpus;                 // the cores we may use (taskset narrows them)
+    int base;                 // the attempt this launcher's first is (supervise.sh's)
+    int dropped;              // ranks given up so far
+    int last_unit;            // the slot (or node) that failed first last time; -1: none
+} Launcher;
+
+// How many slots an elastic restart gives up at once: a rank, or with --nodes its node.
+static int unit_size(const Launcher *L) { return L->ln.nodes > 1 ? L->ln.node_size : 1; }
+// With --nodes: are there still several? Then shm inside a node and TCP across.
+static int several_nodes(const Launcher *L) { return L->ln.nodes > 1 && L->n > L->ln.node_size; }
+
+// In the child: this process becomes rank r of the attempt.
+static Comm *become_rank(const Launcher *L, int r, int attempt, void *region, size_t bytes) {
+    const CommConfig *cfg = L->cfg;
+    char k[16];
+    snprintf(k, sizeof k, "%d", L->base + attempt);
+    setenv("COURSE_RESTART", k, 1);
+    pin_to_core(L->slot[r], L->n0);
+    launch_nodes_enter(&L->ln, L->slot[r] / L->ln.node_size);
+    int n = L->n, hybrid = several_nodes(L) && cfg->transport != TRANSPORT_TCP;
+    Comm *c = comm_new(r, n, n > 1 ? LAUNCH_FORK : LAUNCH_SINGLE, cfg);
+    c->slot = L->slot[r];
+    c->spin_s = spin_seconds(n, L->cpus);
+    c->local_cores = L->cpus;  // all the launcher had, not the one core this rank is pinned to
+    c->node_size = node_size(n, NULL, several_nodes(L) ? L->ln.node_size : 0);
+    if (hybrid) hybrid_transport_init(c, region, bytes, cfg->shm_stores);
+    else if (cfg->transport == TRANSPORT_TCP && n > 1) tcp_transport_init(c);
+    else shm_transport_init(c, region, bytes, cfg->shm_stores);
+    return c;
+}
+
+// Elastic: the slot (or node) that failed first twice in a row is taken to be gone for
+// good (its node, its GPU): the job goes on without it, the checkpoint resharded to the
+// smaller world when it loads.
+static void elastic_give_up(Launcher *L, int first) {
+    int unit = unit_size(L), lost = L->slot[first] / unit, kept = 0;
+    for (int r = 0; r < L->n; r++)
+        if (L->slot[r] / unit != lost) L->slot[kept++] = L->slot[r];
+    if (kept == 0) return;  // nothing would be left: restart as before
+    int gone = L->n - kept;
+    L->n = kept;
+    L->dropped += gone;
+    char k[16], slots[256] = "";
+    snprintf(k, sizeof k, "%d", L->dropped);
+    setenv("COURSE_RANKS_DROPPED", k, 1);
+    for (int r = 0, at = 0; r < kept && at < (int)sizeof slots - 16; r++)
+        at += snprintf(slots + at, sizeof slots - at, "%s%d", r ? ", " : "", L->slot[r]);
+    if (unit == 1)
+        fprintf(stderr, "supervisor: rank %d failed first in two attempts in a row: going on "
+                "without it (--elastic), on %d rank%s in slots %s (slot %d, its core and GPU, "
+                "left out)\n", first, kept, kept == 1 ? "" : "s", slots, lost);
+    else
+        fprintf(stderr, "supervisor: node %d (rank %d's) failed first in two attempts in a row: "
+                "going on without it (--elastic), on %d rank%s in slots %s (its %d slots left "
+                "out)\n", lost, first, kept, kept == 1 ? "" : "s", slots, gone);
+    L->last_unit = -1;
+}
+
+// Forks the attempt's ranks (the child returns its Comm in *child), supervises them, and
+// returns the job's status; *first is the rank that failed first (-1: none).
+static int run_attempt(Launcher *L, int attempt, Comm **child, int *first) {
+    int n = L->n, tcp = L->cfg->transport == TRANSPORT_TCP || several_nodes(L);
+    // The shared region is mapped before fork, so every rank sees the same pages;
+    // populated now, so that no collective pays for allocating them. A fresh one
+    // per attempt: the dead attempt's channels are in whatever state it left.
+    size_t bytes = shm_region_bytes(n);
+    void *region = NULL;
+    if (tcp && n > 1)  // rank 0's node; a fresh port (the last may linger)
+        launch_nodes_master(&L->ln, L->slot[0] / L->ln.node_size);
+    if (n > 1 && L->cfg->transport != TRANSPORT_TCP) {
+        region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
+                      -1, 0);
+        CHECK(region != MAP_FAILED, "cannot map %zu bytes of shared memory for %d ranks: %s",
+              bytes, n, strerror(errno));
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pids[COMM_MAX_RANKS], launcher = getpid();
+    for (int r = 0; r < n; r++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
+        if (pid == 0) {
+            // A rank dies with its launcher: a launcher killed alone (kill PID, not
+            // Ctrl-C, which signals the whole process group) must not leave its
+            // ranks training on, orphaned. (The check after it covers a launcher
+            // that died before the request was made.)
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != launcher) _exit(1);
+            *child = become_rank(L, r, attempt, region, bytes);
+            return 0;
+        }
+        pids[r] = pid;
+    }
+    // The grace: every rank still waiting on the failed one times out within
+    // --timeout of the failure (its wait began before it), and 2 s more lets a
+    // rank slowed by the machine (or by the sanitizers) print its diagnosis.
+    int status = supervise(pids, n, L->cfg->timeout_s + 2.0, first);
+    if (region) munmap(region, bytes);
+    return status;
+}
+
+// The parent is the supervisor: it forks the ranks, waits for them, and (stage 07)
+// starts them all again when one died, up to max_restarts times. Only the ranks return.
+static Comm *launch_builtin(const CommConfig *cfg, const LaunchNodes *ln, int n) {
+    Launcher L = {.cfg = cfg, .ln = *ln, .n = n, .n0 = n, .last_unit = -1};
+    for (int r = 0; r < n; r++) L.slot[r] = r;
+    cpu_set_t allowed;
+    L.cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : online_cpus();
+    // Under an outer supervisor (07_fault_tolerance/supervise.sh) this launcher is itself
+    // attempt k of a job: its ranks count their attempts from there, so a restarted
+    // job resumes (and a fault meant for attempt 0 does not strike again).
+    L.base = comm_attempt();
+    for (int attempt = 0;; attempt++) {
+        double t0 = now_seconds();
+        Comm *child = NULL;
+        int first, status = run_attempt(&L, attempt, &child, &first);
+        if (child) return child;
+        if (status == 0 || attempt == cfg->max_restarts) {
+            if (attempt > 0)
+                fprintf(stderr, "supervisor: %s after %d restart%s\n", status == 0 ? "the job "
+                        "finished" : "giving up: the job failed again", attempt, attempt == 1 ? "" : "s");
+            exit(status);
+        }
+        int unit = first >= 0 ? L.slot[first] / unit_size(&L) : -1;
+        if (cfg->elastic && first >= 0 && unit == L.last_unit && L.n > 1) elastic_give_up(&L, first);
+        else L.last_unit = unit;
+        log_event("restart");  // every rank of the failed attempt reaped: start again
+        fprintf(stderr, "supervisor: attempt %d failed after %.1f s (above: which rank, and how); "
+                "restart %d of at most %d: %d rank%s, from the latest good checkpoint\n",
+                attempt + 1, now_seconds() - t0, attempt + 1, cfg->max_restarts, L.n,
+                L.n == 1 ? "" : "s");
+    }
+}
+
 Comm *comm_launch(const CommConfig *cfg) {
     const char *ompi_rank = env("OMPI_COMM_WORLD_RANK");
     const char *torch_rank = env("RANK");
@@ -223,108 +367,13 @@ Comm *comm_launch(const CommConfig *cfg) {
           "uses shm (and tcp between its --nodes), or tcp for every pair");
     LaunchNodes ln;
     launch_nodes_plan(&ln, cfg, n);
-    // Shared memory inside a node; between nodes (or with --transport tcp, between
-    // every pair) TCP, through node 0's address.
-    int hybrid = ln.nodes > 1 && cfg->transport != TRANSPORT_TCP;
-    int tcp = cfg->transport == TRANSPORT_TCP || hybrid;
     if (n == 1 && cfg->max_restarts == 0 && !ln.cluster) {
         Comm *c = comm_new(0, 1, LAUNCH_SINGLE, cfg);
         shm_transport_init(c, NULL, 0, cfg->shm_stores);
         log_report_crashes();
         return c;
     }
-    cpu_set_t allowed;  // the cores we may use (taskset narrows them)
-    int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : online_cpus();
-    // The parent is the supervisor: it forks the ranks, waits for them, and (stage
-    // 07) starts them all again when one died, up to max_restarts times.
-    int last_first = -1, dropped = 0;
-    // Rank r of an attempt runs in slot[r]: its core and its GPU. An elastic restart
-    // gives up the failed rank's slot (its node or GPU is the suspect), not the last.
-    int slot[COMM_MAX_RANKS], n0 = n;
-    for (int r = 0; r < n; r++) slot[r] = r;
-    // Under an outer supervisor (07_fault_tolerance/supervise.sh) this launcher is itself
-    // attempt k of a job: its ranks count their attempts from there, so a restarted
-    // job resumes (and a fault meant for attempt 0 does not strike again).
-    int base = comm_attempt();
-    for (int attempt = 0;; attempt++) {
-        // The shared region is mapped before fork, so every rank sees the same pages;
-        // populated now, so that no collective pays for allocating them. A fresh one
-        // per attempt: the dead attempt's channels are in whatever state it left.
-        size_t bytes = shm_region_bytes(n);
-        void *region = NULL;
-        if (tcp && n > 1) launch_nodes_master(&ln);  // a fresh port: the last may linger
-        if (n > 1 && !(tcp && !hybrid)) {
-            region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE,
-                          -1, 0);
-            CHECK(region != MAP_FAILED, "cannot map %zu bytes of shared memory for %d ranks: %s",
-                  bytes, n, strerror(errno));
-        }
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pids[COMM_MAX_RANKS], launcher = getpid();
-        double t0 = now_seconds();
-        for (int r = 0; r < n; r++) {
-            pid_t pid = fork();
-            CHECK(pid >= 0, "fork failed for rank %d: %s", r, strerror(errno));
-            if (pid == 0) {
-                // A rank dies with its launcher: a launcher killed alone (kill PID, not
-                // Ctrl-C, which signals the whole process group) must not leave its
-                // ranks training on, orphaned. (The check after it covers a launcher
-                // that died before the request was made.)
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                if (getppid() != launcher) _exit(1);
-                char k[16];
-                snprintf(k, sizeof k, "%d", base + attempt);
-                setenv("COURSE_RESTART", k, 1);
-                pin_to_core(slot[r], n0);
-                launch_nodes_enter(&ln, r / ln.node_size);
-                Comm *c = comm_new(r, n, n > 1 ? LAUNCH_FORK : LAUNCH_SINGLE, cfg);
-                c->slot = slot[r];
-                c->spin_s = spin_seconds(n, cpus);
-                c->local_cores = cpus;  // all the launcher had, not the one core this rank is pinned to
-                c->node_size = node_size(n, NULL, ln.node_size);
-                if (hybrid) hybrid_transport_init(c, region, bytes, cfg->shm_stores);
-                else if (tcp && n > 1) tcp_transport_init(c);
-                else shm_transport_init(c, region, bytes, cfg->shm_stores);
-                return c;
-            }
-            pids[r] = pid;
-        }
-        // The grace: every rank still waiting on the failed one times out within
-        // --timeout of the failure (its wait began before it), and 2 s more lets a
-        // rank slowed by the machine (or by the sanitizers) print its diagnosis.
-        int first, status = supervise(pids, n, cfg->timeout_s + 2.0, &first);
-        if (region) munmap(region, bytes);
-        if (status == 0 || attempt == cfg->max_restarts) {
-            if (attempt > 0)
-                fprintf(stderr, "supervisor: %s after %d restart%s\n", status == 0 ? "the job "
-                        "finished" : "giving up: the job failed again", attempt, attempt == 1 ? "" : "s");
-            exit(status);
-        }
-        // Elastic: a rank that failed first twice in a row is taken to be gone for
-        // good (its node, its GPU): the job goes on without it, the checkpoint
-        // resharded to the smaller world when it loads.
-        if (cfg->elastic && first >= 0 && first == last_first && n > 1) {
-            int gone = slot[first];
-            for (int r = first; r < n - 1; r++) slot[r] = slot[r + 1];
-            n--;
-            dropped++;
-            char k[16], kept[256] = "";
-            snprintf(k, sizeof k, "%d", dropped);
-            setenv("COURSE_RANKS_DROPPED", k, 1);
-            for (int r = 0, at = 0; r < n && at < (int)sizeof kept - 16; r++)
-                at += snprintf(kept + at, sizeof kept - at, "%s%d", r ? ", " : "", slot[r]);
-            fprintf(stderr, "supervisor: rank %d failed first in two attempts in a row: going on "
-                    "without it (--elastic), on %d rank%s in slots %s (slot %d, its core and GPU, "
-                    "left out)\n", first, n, n == 1 ? "" : "s", kept, gone);
-            first = -1;
-        }
-        last_first = first;
-        log_event("restart");  // every rank of the failed attempt reaped: start again
-        fprintf(stderr, "supervisor: attempt %d failed after %.1f s (above: which rank, and how); "
-                "restart %d of at most %d: %d rank%s, from the latest good checkpoint\n",
-                attempt + 1, now_seconds() - t0, attempt + 1, cfg->max_restarts, n, n == 1 ? "" : "s");
-    }
+    return launch_builtin(cfg, &ln, n);
 }
 
 int comm_planned_size(const CommConfig *cfg) {

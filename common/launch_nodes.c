@@ -68,18 +68,18 @@ static int free_port(void) {
     return ntohs(a.sin_port);
 }
 
-// Node 0's address and a free port there: from inside its namespace, and back.
-static void master_in_node0(const LaunchNodes *ln, char *addr, size_t n, int *port) {
+// A node's address and a free port there: from inside its namespace, and back.
+static void master_in(const LaunchNodes *ln, int node, char *addr, size_t n, int *port) {
     int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     CHECK(home >= 0, "cannot open this process's network namespace: %s", strerror(errno));
-    launch_nodes_enter(ln, 0);
+    launch_nodes_enter(ln, node);
     int ok = node_address(addr, n);
     *port = free_port();
     CHECK(setns(home, CLONE_NEWNET) == 0, "cannot return to the launcher's network namespace: %s",
           strerror(errno));
     close(home);
-    CHECK(ok == 0, "--cluster %s: node 0's namespace has no IPv4 address but the loopback's "
-          "(is scripts/cluster.sh's set-up complete?)", ln->cluster);
+    CHECK(ok == 0, "--cluster %s: node %d's namespace has no IPv4 address but the loopback's "
+          "(is scripts/cluster.sh's set-up complete?)", ln->cluster, node);
 }
 
 void launch_nodes_plan(LaunchNodes *ln, const CommConfig *cfg, int np) {
@@ -93,8 +93,6 @@ void launch_nodes_plan(LaunchNodes *ln, const CommConfig *cfg, int np) {
     const char *k = getenv("COURSE_NODE_RANKS");
     CHECK(ln->nodes == 1 || !k || !*k || atoi(k) == ln->node_size, "COURSE_NODE_RANKS=%s "
           "disagrees with --nodes %d of %d ranks each", k, ln->nodes, ln->node_size);
-    CHECK(!cfg->elastic || ln->nodes == 1, "--elastic with --nodes %d: an elastic restart gives "
-          "up one rank, which leaves the nodes uneven; not supported", ln->nodes);
     for (int i = 0; ln->cluster && i < ln->nodes; i++) {  // all there, before any rank starts
         char path[256];
         ns_path(ln, i, path, sizeof path);
@@ -104,10 +102,10 @@ void launch_nodes_plan(LaunchNodes *ln, const CommConfig *cfg, int np) {
     }
 }
 
-void launch_nodes_master(const LaunchNodes *ln) {
+void launch_nodes_master(const LaunchNodes *ln, int node) {
     char addr[64] = "127.0.0.1", port_s[16];
     int port;
-    if (ln->cluster) master_in_node0(ln, addr, sizeof addr, &port);
+    if (ln->cluster) master_in(ln, node, addr, sizeof addr, &port);
     else port = free_port();
     snprintf(port_s, sizeof port_s, "%d", port);
     setenv("MASTER_ADDR", addr, 1);

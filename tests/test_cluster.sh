@@ -16,7 +16,7 @@ trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$dir"' EXIT
 checks="cluster.up cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_hier cluster.builtin_ddp_2x2
         cluster.builtin_ddp_2x2_hier cluster.builtin_ddp_2x2_tcp cluster.shm_inside_node
         cluster.mpirun_ddp_2x2 cluster.mpirun_ddp_2x2_mpi cluster.link_down_diagnosed
-        cluster.link_shaped cluster.down_leaves_nothing"
+        cluster.node_lost_elastic cluster.link_shaped cluster.down_leaves_nothing"
 for c in $checks; do echo "PLAN $c"; done
 
 if ! bash scripts/cluster.sh up --nodes 2 --inter 1gbit >"$dir/up" 2>&1; then
@@ -134,6 +134,47 @@ s_link_down() {
     fi
 }
 s_link_down
+
+# A node lost: every process of node 1's namespace killed after step 5, and killed again
+# as soon as it starts there (the node stays dead). The supervisor restarts; node 1 fails
+# first again, so --elastic gives up its two slots and the job goes on, on node 0's 2
+# ranks, from the last checkpoint, resharded. It ends bitwise where "4 ranks to that
+# checkpoint, then 2 resumed from it" ends (stage 07's s7.elastic, for a node).
+s_node_lost() {
+    local d=$dir/node_lost k rc=0 pid end t=(--preset tiny --steps 12 --batch 2 --lr 1e-3 --warmup 0
+        --peak-tflops 1 --log-every 1)
+    if ! "$BUILD/ddp_train" --help 2>&1 | grep -q -- '--elastic'; then
+        echo "SKIP cluster.node_lost_elastic: this build has no stage 07 (--elastic, --ckpt-dir)"; return
+    fi
+    mkdir -p "$d"
+    "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 5 "${t[@]}" \
+        --ckpt-dir "$d/ck" --ckpt-every 2 --max-restarts 3 --elastic \
+        --save-params "$d/out.safetensors" >"$d/run.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do grep -q 'step    5/' "$d/run.log" && break; sleep 0.05; done
+    end=$((SECONDS + 60))
+    while [ $SECONDS -lt $end ] && ! grep -q 'going on without' "$d/run.log"; do
+        # shellcheck disable=SC2046  # the pids: words
+        kill -KILL $(ip netns pids "$CLUSTER_PREFIX-node1") 2>/dev/null
+        sleep 0.02
+    done
+    wait "$pid" || rc=$?
+    k=$(grep -h -o 'resumed from [^ ]*step-[0-9]*' "$d/run.log" | tail -n 1 | grep -o '[0-9]*$')
+    if [ -n "$k" ]; then
+        k=$((10#$k))  # the reference: 4 ranks to step k (stopped as step k+1 begins), then 2
+        "$BUILD/ddp_train" --np 4 "${t[@]}" --ckpt-dir "$d/ref" --ckpt-every 2 \
+            --inject "kill,step=$((k + 1)),rank=0" >"$d/ref1.log" 2>&1
+        "$BUILD/ddp_train" --np 2 "${t[@]}" --ckpt-dir "$d/ref" --resume \
+            --save-params "$d/ref.safetensors" >"$d/ref2.log" 2>&1
+    fi
+    if [ "$rc" = 0 ] && grep -q 'supervisor: node 1 .* going on without it (--elastic), on 2 ranks in slots 0, 1' "$d/run.log" &&
+       cmp -s "$d/out.safetensors" "$d/ref.safetensors"; then
+        echo "PASS cluster.node_lost_elastic  node 1 killed twice, given up; node 0's 2 ranks resumed from step $k, final weights bitwise those of 4 ranks to step $k then 2"
+    else
+        echo "FAIL cluster.node_lost_elastic  exit $rc, resumed from step ${k:-?}: $(grep -h -E 'supervisor|resumed' "$d/run.log" | tr '\n' ' ' | cut -c1-400)"
+    fi
+}
+s_node_lost
 
 # The link between the nodes is as slow as asked: 2.5 MB from node 0 to node 1 at 20
 # Mbit/s cannot take less than (2.5 MB - the 125 kB burst) / 2.5 MB/s = 0.95 s. A busy
