@@ -327,6 +327,19 @@ void straggler_free(StragglerDetector *d);
 // ranks were newly named, described in msg.
 int straggler_step(StragglerDetector *d, const CkptConfig *cc, double ms, char *msg, size_t n);
 
+// A slow link slows no rank's compute: the ranks behind it wait. So each rank also
+// watches how fast every peer's messages arrive (comm_take_flows: from a message's first
+// byte to its last, whatever the wait before it): a peer whose rate falls below its own
+// first steps' by `factor`, STRAGGLER_STEPS steps in a row, is named, with the link.
+#define LINK_BASE_STEPS 3  // the steps whose mean rate is a peer's baseline
+typedef struct {
+    double factor;                     // 0: off
+    double base[COMM_MAX_RANKS];       // bytes/s: the mean of the first LINK_BASE_STEPS samples
+    int samples[COMM_MAX_RANKS], run[COMM_MAX_RANKS], named[COMM_MAX_RANKS];
+} LinkWatch;
+// After a step's communication: 1 when a peer was newly named (described in msg).
+int link_watch_step(LinkWatch *w, Comm *c, char *msg, size_t n);
+
 // ---------------------------------------------------------------- silent errors (sdc.c)
 
 // Replicas must hold the same weights, bit for bit. Every rank hashes its weights

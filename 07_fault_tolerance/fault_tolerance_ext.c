@@ -53,6 +53,7 @@ typedef struct {
     CkptStaging staging;  // the snapshots' host buffer, reused from save to save
     PendingCkpt pending;
     StragglerDetector slow;
+    LinkWatch links;      // the same factor, on how fast each peer's messages arrive
     SpikeDetector spike;
     char corpus[160];
     int views;            // a checkpoint, a replica check or a bit flip reads the views
@@ -76,7 +77,7 @@ static int flags(void *args, Flag *rows) {
         F_BOOL("--resume", &t->resume, "continue from the newest good checkpoint in --ckpt-dir (from step 0 if it holds none)"),
         F_INT("--sdc-check", &t->sdc_every, 0, 1 << 30, "every n steps, compare a hash of the data-parallel replicas' weights: a rank that differs is named and the run stops (0 = off)"),
         F_DOUBLE("--spike-factor", &t->spike_factor, 0, 1e6, "skip the update of a step whose loss exceeds this x the median of the last 16 (0 = off)"),
-        F_DOUBLE("--straggler-factor", &t->straggler_factor, 0, 1e6, "name a rank whose forward and backward take over this x the median of all ranks', 3 steps in a row (0 = off)"),
+        F_DOUBLE("--straggler-factor", &t->straggler_factor, 0, 1e6, "name a rank whose forward and backward take over this x the median of all ranks', 3 steps in a row, and a peer whose messages arrive this x slower than in the first steps (a slow link) (0 = off)"),
         F_STRING("--inject", &t->inject, "fault injection: kill|hang|spike|bitflip|slow|corrupt,step=N|random[,rank=R|random][,during=ckpt|collective][,attempt=A][,factor=F][,seed=S][,permanent] (07_fault_tolerance)"),
     };
     memcpy(rows, f, sizeof f);
@@ -265,6 +266,7 @@ static void start(TrainLoop *L, void *self) {
           "(their micro-batches run inside the schedule)");
     if (spikes) train_may_skip(L, "loss spike");
     straggler_init(&T->slow, t->straggler_factor, L->world);
+    T->links.factor = t->straggler_factor;
     T->spike.factor = t->spike_factor;
 }
 
@@ -330,6 +332,9 @@ static void after_backward(TrainLoop *L, void *self) {
 static void after_update(TrainLoop *L, void *self) {
     Tolerance *T = self;
     const ToleranceArgs *t = T->args;
+    char slow[1024];
+    if (L->job->comm && link_watch_step(&T->links, L->job->comm, slow, sizeof slow))
+        log_warn("step %d: slow link: %s", L->step + 1, slow);
     fault_bitflip(&T->fault, L->rank, L->step + 1, &L->st);
     if (t->sdc_every && (L->step + 1) % t->sdc_every == 0) {
         char msg[1024];

@@ -63,3 +63,41 @@ int straggler_step(StragglerDetector *d, const CkptConfig *cc, double ms, char *
     free(t);
     return newly;
 }
+
+// ---------------------------------------------------------------- slow links
+
+int link_watch_step(LinkWatch *w, Comm *c, char *msg, size_t n) {
+    PeerFlow f[COMM_MAX_RANKS];
+    int newly = 0, me = comm_rank(c);
+    msg[0] = 0;
+    if (w->factor <= 0 || !c) return 0;
+    comm_take_flows(c, f);
+    for (int p = 0; p < comm_size(c); p++) {
+        if (p == me || f[p].bytes < COMM_FLOW_MIN || f[p].seconds <= 0) continue;
+        double rate = (double)f[p].bytes / f[p].seconds;
+        if (w->samples[p] < LINK_BASE_STEPS) {  // the baseline: the first steps' mean
+            w->base[p] += rate / LINK_BASE_STEPS;
+            w->samples[p]++;
+            continue;
+        }
+        if (!(rate * w->factor < w->base[p])) {
+            w->run[p] = w->named[p] = 0;  // the episode ends
+            continue;
+        }
+        if (++w->run[p] < STRAGGLER_STEPS || w->named[p]) continue;
+        int here = comm_node(c, me), there = comm_node(c, p);
+        size_t len = strlen(msg);
+        snprintf(msg + len, n - len, "%sthe messages from rank %d%s arrive at %.2f MB/s, %.1fx "
+                 "below the %.2f MB/s of its first steps, %d steps in a row%s", newly ? "; " : "",
+                 p, there != here ? " (across the link between the nodes)" : "", rate / 1e6,
+                 w->base[p] / rate, w->base[p] / 1e6, w->run[p],
+                 there != here ? "" : " (inside this node)");
+        if (there != here) {
+            len = strlen(msg);
+            snprintf(msg + len, n - len, ": the link between node %d and node %d is slow", here, there);
+        }
+        w->named[p] = 1;
+        newly++;
+    }
+    return newly;
+}

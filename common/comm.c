@@ -199,6 +199,29 @@ CommRequest *comm_irecv(Comm *c, const Group *g, int peer, void *buf, size_t byt
     return r;
 }
 
+// Moves r along; a large receive notes when its first bytes came and, complete, adds
+// the rest's bytes and seconds to its peer's flow.
+static int progress(Comm *c, CommRequest *r) {
+    size_t before = r->done;
+    int moved = c->ops->progress(c, r);
+    if (!moved || r->is_send || r->bytes < COMM_FLOW_MIN) return moved;
+    double now = now_seconds();
+    if (before == 0) {
+        r->t_first = now;
+        r->done_first = r->done;
+    }
+    if (r->complete && r->done > r->done_first && now > r->t_first) {
+        c->flow[r->peer].bytes += r->done - r->done_first;
+        c->flow[r->peer].seconds += now - r->t_first;
+    }
+    return moved;
+}
+
+void comm_take_flows(Comm *c, PeerFlow flows[COMM_MAX_RANKS]) {
+    memcpy(flows, c->flow, sizeof c->flow);
+    memset(c->flow, 0, sizeof c->flow);
+}
+
 // Moves every request of reqs[0..n) along until the first `need` of them are
 // complete (need = n: all of them).
 static void wait_for(Comm *c, CommRequest **reqs, int n, int need) {
@@ -209,7 +232,7 @@ static void wait_for(Comm *c, CommRequest **reqs, int n, int need) {
         remaining = 0;
         for (int i = 0; i < n; i++) {
             if (reqs[i]->complete) continue;
-            moved |= c->ops->progress(c, reqs[i]);
+            moved |= progress(c, reqs[i]);
             if (!reqs[i]->complete && i < need) remaining++;
         }
         if (remaining == 0) break;
@@ -250,7 +273,7 @@ void comm_wait_first(Comm *c, CommRequest **reqs, int n) {
 }
 
 int comm_test(Comm *c, CommRequest *r) {
-    if (!r->complete) c->ops->progress(c, r);
+    if (!r->complete) progress(c, r);
     return r->complete;
 }
 

@@ -140,6 +140,16 @@ typedef struct {
 } LinkBytes;
 LinkBytes comm_link_bytes(const Comm *c);
 LinkBytes link_bytes_since(LinkBytes now, LinkBytes before);
+// How fast each peer's messages arrive: for every receive of at least COMM_FLOW_MIN
+// bytes, the bytes after its first arrived and the seconds from then to its last (the
+// link's rate, whatever the wait before it began). Summed per world rank since the last
+// call, which hands them over and starts again (stage 07's slow-link check).
+#define COMM_FLOW_MIN (64u << 10)
+typedef struct {
+    uint64_t bytes;
+    double seconds;
+} PeerFlow;
+void comm_take_flows(Comm *c, PeerFlow flows[COMM_MAX_RANKS]);
 // The built-in launcher's place for this rank, which picks its core and its GPU:
 // the rank, until an elastic restart (stage 07) gives up a rank and those after it
 // move down into the slots that are left (the failed rank's is not reused).

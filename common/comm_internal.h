@@ -32,6 +32,8 @@ struct CommRequest {
     MsgHeader hdr;         // send: the header to send; recv: the header received
     size_t hdr_done;       // header bytes moved so far
     size_t done;           // payload bytes moved so far
+    size_t done_first;     // a receive: what had arrived when this rank first saw bytes,
+    double t_first;        // and when (comm_take_flows)
     int complete;
     void *impl;            // transport's own state (MPI_Request*, ...)
 };
@@ -57,6 +59,7 @@ struct Comm {
     int local_cores;       // the cores those ranks may run on, together
     int node_size;         // ranks per node (comm_node_size)
     uint64_t link_sent[2]; // bytes sent inside this rank's node, and to other nodes
+    PeerFlow flow[COMM_MAX_RANKS];  // receive rates per peer (comm_take_flows)
     LaunchMode launch;
     Transport transport;
     double timeout_s;

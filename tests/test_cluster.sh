@@ -16,7 +16,8 @@ trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$dir"' EXIT
 checks="cluster.up cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_hier cluster.builtin_ddp_2x2
         cluster.builtin_ddp_2x2_hier cluster.builtin_ddp_2x2_tcp cluster.shm_inside_node
         cluster.mpirun_ddp_2x2 cluster.mpirun_ddp_2x2_mpi cluster.link_down_diagnosed
-        cluster.node_lost_elastic cluster.link_shaped cluster.down_leaves_nothing"
+        cluster.node_lost_elastic cluster.link_slowed_named cluster.link_shaped
+        cluster.down_leaves_nothing"
 for c in $checks; do echo "PLAN $c"; done
 
 if ! bash scripts/cluster.sh up --nodes 2 --inter 1gbit >"$dir/up" 2>&1; then
@@ -175,6 +176,36 @@ s_node_lost() {
     fi
 }
 s_node_lost
+
+# A link slowed mid-run (node 1's, from 1 Gbit/s to 10 Mbit/s after step 8): no rank
+# computes slower, the ranks behind the link wait. Each rank watches how fast every
+# peer's messages arrive (--straggler-factor, stage 07); the ones receiving across the
+# link must name it within 6 steps. (A slowdown of ~100x against a factor of 3: no
+# machine's noise decides this.)
+s_link_slowed() {
+    local log=$dir/link_slowed.log rc=0 pid
+    if ! "$BUILD/ddp_train" --help 2>&1 | grep -q -- '--straggler-factor'; then
+        echo "SKIP cluster.link_slowed_named: this build has no stage 07 (--straggler-factor)"; return
+    fi
+    bash scripts/cluster.sh rate 1gbit
+    "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 30 --preset tiny \
+        --steps 20 --batch 2 --lr 1e-3 --warmup 0 --log-every 1 --peak-tflops 1 \
+        --straggler-factor 3 >"$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do grep -q 'step    8/' "$log" && break; sleep 0.05; done
+    bash scripts/cluster.sh rate 10mbit 1
+    wait "$pid" || rc=$?
+    bash scripts/cluster.sh rate 1gbit
+    local named
+    named=$(grep -m1 'slow link: .*across the link between the nodes.*the link between node [01] and node [01] is slow' "$log")
+    local at=$(grep -o 'step [0-9]*: slow link' <<<"$named" | grep -o '[0-9]*')
+    if [ "$rc" = 0 ] && [ -n "$named" ] && [ "${at:-99}" -le 15 ]; then
+        echo "PASS cluster.link_slowed_named  node 1's link slowed after step 8; at step $at: $(sed 's/.*slow link: //' <<<"$named" | cut -c1-220)"
+    else
+        echo "FAIL cluster.link_slowed_named  exit $rc; no rank named the slowed link by step 15: $(grep -m2 -E 'slow link|error' "$log" | cut -c1-300)"
+    fi
+}
+s_link_slowed
 
 # The link between the nodes is as slow as asked: 2.5 MB from node 0 to node 1 at 20
 # Mbit/s cannot take less than (2.5 MB - the 125 kB burst) / 2.5 MB/s = 0.95 s. A busy
