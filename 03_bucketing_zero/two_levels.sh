@@ -16,12 +16,7 @@ set -eu
 cd "$(dirname "$0")/.."
 . scripts/stage_lib.sh
 . scripts/cluster_lib.sh
-out=$1; shift
-rates=${*:-1gbit 200mbit}
-tmp=$(mktemp -d)
-rc=0
-cluster_begin 2 "${rates%% *}" "$tmp/up" || rc=$?
-[ "$rc" = 0 ] || { tail -n 1 "$tmp/up" >&2; exit "$rc"; }
+two_levels_begin "$@"
 model=(--layers 12 --width 256 --heads 4 --seq 64 --vocab 256 --batch 1 --steps 8 --warmup 2
        --peak-tflops 1 --log-every 1000000)
 two_levels_table "$out" "$rates" "DDP, FSDP and HSDP (--shard-size 2: a shard group per node) on 2 nodes x 2 ranks,

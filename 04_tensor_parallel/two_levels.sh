@@ -14,12 +14,7 @@ set -eu
 cd "$(dirname "$0")/.."
 . scripts/stage_lib.sh
 . scripts/cluster_lib.sh
-out=$1; shift
-rates=${*:-1gbit 200mbit}
-tmp=$(mktemp -d)
-rc=0
-cluster_begin 2 "${rates%% *}" "$tmp/up" || rc=$?
-[ "$rc" = 0 ] || { tail -n 1 "$tmp/up" >&2; exit "$rc"; }
+two_levels_begin "$@"
 model="--preset small --steps 6 --warmup 2 --peak-tflops 1 --log-every 1000000"
 two_levels_table "$out" "$rates" "TP = 2, TP = 2 with SP, and DP = 2 (tp_train --tp 1) on 2 ranks: both on one node, or
 one on each of 2 nodes; the small preset (L=4 C=256 T=128 V=256), 16 sequences a step

@@ -13,6 +13,10 @@
 #                                  t = 2 alpha + n beta, least squares weighted by 1/t^2
 #                                  (relative errors: the small sizes decide alpha)
 #   alpha_beta_fit                 the same fit of "bytes microseconds" lines on stdin
+#   two_levels_begin OUT_DIR [RATE...]  a stage's two_levels.sh starts: out, rates (default
+#                                  1gbit 200mbit), tmp, the cluster up at the first rate;
+#                                  else it exits 77 (or 1) with the reason
+#   two_levels_table, two_level_row    its table (below)
 
 cluster_nodes=0
 cluster_begin() {
@@ -23,6 +27,15 @@ cluster_begin() {
     trap 'bash scripts/cluster.sh down >/dev/null 2>&1; [ -n "${tmp:-}" ] && rm -rf "$tmp"' EXIT
     bash scripts/cluster.sh up --nodes "$1" --inter "$2" >"$3" 2>&1 || rc=$?
     return "$rc"
+}
+# shellcheck disable=SC2034  # out, rates: for the two_levels.sh that calls it
+two_levels_begin() {
+    local rc=0
+    out=$1; shift
+    rates=${*:-1gbit 200mbit}
+    tmp=$(mktemp -d)
+    cluster_begin 2 "${rates%% *}" "$tmp/up" || rc=$?
+    [ "$rc" = 0 ] || { tail -n 1 "$tmp/up" >&2; exit "$rc"; }
 }
 cluster_rate() { bash scripts/cluster.sh rate "$1" >/dev/null; }
 cluster_flags() { echo "--nodes $cluster_nodes --cluster $CLUSTER_PREFIX"; }
