@@ -210,7 +210,9 @@ static int progress(Comm *c, CommRequest *r) {
         r->t_first = now;
         r->done_first = r->done;
     }
-    if (r->complete && r->done > r->done_first && now > r->t_first) {
+    // Only a message seen mostly in flight says how fast its link is: one that had
+    // mostly arrived before this rank looked would time its tail alone.
+    if (r->complete && r->done_first <= r->bytes / 2 && now > r->t_first) {
         c->flow[r->peer].bytes += r->done - r->done_first;
         c->flow[r->peer].seconds += now - r->t_first;
     }

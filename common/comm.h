@@ -141,8 +141,9 @@ typedef struct {
 LinkBytes comm_link_bytes(const Comm *c);
 LinkBytes link_bytes_since(LinkBytes now, LinkBytes before);
 // How fast each peer's messages arrive: for every receive of at least COMM_FLOW_MIN
-// bytes, the bytes after its first arrived and the seconds from then to its last (the
-// link's rate, whatever the wait before it began). Summed per world rank since the last
+// bytes seen mostly in flight (at most half of it there when this rank first looked),
+// the bytes after the first ones and the seconds from then to its last (the link's
+// rate, whatever the wait before it began). Summed per world rank since the last
 // call, which hands them over and starts again (stage 07's slow-link check).
 #define COMM_FLOW_MIN (64u << 10)
 typedef struct {

@@ -261,10 +261,13 @@ static void rendezvous_member(Comm *c, Tcp *t, const struct sockaddr_in *master)
     snprintf(where, sizeof where, "%s:%d", ip_str(master->sin_addr.s_addr, ip),
              ntohs(master->sin_port));
 
-    // 1. Introduce ourselves to rank 0, 2. and get the table back.
-    int fd = connect_until(master, now_seconds() + c->timeout_s);
+    // 1. Introduce ourselves to rank 0, 2. and get the table back. A member gives up on
+    // rank 0 at half the timeout, before rank 0 gives up on it: when the two cannot
+    // reach each other (a link down), the side cut off from rank 0 fails first, and an
+    // elastic restart gives that side up, not rank 0's.
+    int fd = connect_until(master, now_seconds() + c->timeout_s / 2);
     CHECK(fd >= 0, "tcp rendezvous: rank 0 at %s (MASTER_ADDR:MASTER_PORT) did not answer within "
-          "%.0f s: %s", where, c->timeout_s, strerror(errno));
+          "%.1f s (half the --timeout): %s", where, c->timeout_s / 2, strerror(errno));
     t->peer[0].fd = fd;
     Hello h = {HELLO_MAGIC, (uint32_t)me, (uint32_t)c->size, (uint32_t)my_port};
     int e = xfer_all(fd, &h, sizeof h, 1, now_seconds() + c->timeout_s);
