@@ -110,7 +110,9 @@ run() {  # run NAME COMMAND...
     f=$(grep -c '^FAIL ' "$out")
     # Checks announced (PLAN) that never said PASS, FAIL or SKIP: each one has failed
     # (a wrapper that lost its program's exit status must not pass by saying nothing).
-    silent=$(awk '$1 == "PLAN" {plan[$2] = 1; order[++n] = $2}
+    # (a name may end in a colon: "SKIP name: why")
+    silent=$(awk '{sub(/:$/, "", $2)}
+                  $1 == "PLAN" {plan[$2] = 1; order[++n] = $2}
                   $1 == "PASS" || $1 == "FAIL" || $1 == "SKIP" {said[$2] = 1}
                   END {for (i = 1; i <= n; i++) if (!said[order[i]] && !seen[order[i]]++) print order[i]}' "$out")
     [ "$rc" -eq 77 ] && silent=

@@ -386,7 +386,7 @@ s7_safetensors_package() {
         .venv/bin/python3 -c 'import safetensors.torch, numpy' 2>/dev/null && PY=$PWD/.venv/bin/python3
     fi
     if ! "$PY" -c 'import safetensors.torch' 2>/dev/null; then
-        echo "SKIP s7.shards_safetensors_package: $PY cannot import safetensors (scripts/install-deps.sh installs it into .venv/)"
+        echo "SKIP s7.shards_safetensors_package  $PY cannot import safetensors (scripts/install-deps.sh installs it into .venv/)"
         return 77
     fi
     if [ ! -f "$d/manifest.json" ]; then
@@ -487,3 +487,8 @@ run ft-ckpt-fuzz "$BUILD/tests/test_ckpt_fuzz"
 # published test vector, the goodput simulator against its exact model, the
 # cluster-scale failure rates.
 run ft-interval "$BUILD/tests/test_interval"
+
+# The faults of a cluster, on scripts/cluster.sh's nodes (root only, else skipped with
+# the reason): a node lost and a link left down, each recovered by an elastic restart on
+# the node left, bitwise; a link slowed mid-run, named by the ranks behind it.
+run cluster-faults bash tests/test_cluster_faults.sh "$BUILD"

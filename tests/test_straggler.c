@@ -32,7 +32,7 @@ static void run(double factor, int W, int steps, const float times[][4], int *na
         int k = straggler_step(&d, &cc, times[s][0], m, sizeof m);
         names[s] = 0;
         for (int r = 0; r < W; r++) {
-            char tag[16];
+            char tag[32];
             snprintf(tag, sizeof tag, "rank %d took", r);
             if (strstr(m, tag)) names[s] |= 1 << r;
         }
