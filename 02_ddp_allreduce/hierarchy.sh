@@ -51,7 +51,8 @@ load0=$(load_now)
     echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $load0 at the start"
     echo "# mpi: MPI_Allreduce under mpirun --hostfile across the same nodes (cluster.sh mpirun;"
     echo "# OpenMPI's shared memory inside a node, its TCP across; nan: no mpirun or no MPI build)"
-    echo "# layout rate rate_mbit ring_s ring_pred_s ring_err_pct hier_s hier_pred_s hier_err_pct hier_speedup mpi_s"
+    echo "# busbw: nccl-tests' bus bandwidth, 2(p-1)/p x 16 MiB / time, in MB/s (ring, hier, MPI)"
+    echo "# layout rate rate_mbit ring_s ring_pred_s ring_err_pct hier_s hier_pred_s hier_err_pct hier_speedup mpi_s ring_busbw hier_busbw mpi_busbw"
 } >"$out/hierarchy.txt"
 n=16777216
 for rate in $rates; do
@@ -75,9 +76,11 @@ for rate in $rates; do
             pr = 2 * (p - 1) * (ax * 1e-6 + n / p * bx * 1e-9)
             ph = 2 * (k - 1) * (ai * 1e-6 + n / k * bi * 1e-9) + 2 * (m - 1) * (ax * 1e-6 + n / m * bx * 1e-9)
             mbit = R + 0; if (R ~ /gbit$/) mbit *= 1000; else if (R ~ /kbit$/) mbit /= 1000
-            printf "%s %s %g %.3f %.3f %+.1f %.3f %.3f %+.1f %.2f %s\n", L, R, mbit, ring, pr,
+            bus = 2 * (p - 1) / p * n / 1e6  # MB moved per rank, nccl-tests style
+            printf "%s %s %g %.3f %.3f %+.1f %.3f %.3f %+.1f %.2f %s %.1f %.1f %s\n", L, R, mbit, ring, pr,
                    100 * (ring - pr) / pr, hier, ph, 100 * (hier - ph) / ph, ring / hier,
-                   mpi == "nan" ? "nan" : sprintf("%.3f", mpi)}' >>"$out/hierarchy.txt"
+                   mpi == "nan" ? "nan" : sprintf("%.3f", mpi), bus / ring, bus / hier,
+                   mpi == "nan" ? "nan" : sprintf("%.1f", bus / mpi)}' >>"$out/hierarchy.txt"
         tail -n 1 "$out/hierarchy.txt"
     done
 done

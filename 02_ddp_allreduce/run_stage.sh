@@ -84,7 +84,7 @@ if [ "$have_mpi" = 1 ]; then
 fi
 
 echo "== two levels: flat ring vs hierarchical all-reduce across 2 nodes (scripts/cluster.sh) =="
-echo "   layout rate rate_mbit ring_s ring_pred_s ring_err_% hier_s hier_pred_s hier_err_% speedup"
+echo "   layout rate rate_mbit ring_s ring_pred_s ring_err_% hier_s hier_pred_s hier_err_% speedup mpi_s busbw_MB/s(ring hier mpi)"
 two_levels 02_ddp_allreduce/hierarchy.sh "1gbit 400mbit 100mbit" 400mbit
 echo "== DDP scaling: tokens/s vs ranks (small preset, batch 4 per rank) =="
 echo "# ranks tokens_per_s ms_per_step" >"$out/ddp_scaling.txt"
