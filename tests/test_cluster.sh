@@ -23,7 +23,7 @@ ddp_2x2() {  # ddp_2x2 CHECK FLAGS...: DDP on the 4 ranks against one process
     port=$((port + 1))
     for r in 0 1 2 3; do
         RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 MASTER_ADDR=$master \
-            MASTER_PORT=$port bash scripts/cluster.sh exec $((r / 2)) "$BUILD/ddp_train" \
+            MASTER_PORT=$port timeout -k 5 90 bash scripts/cluster.sh exec $((r / 2)) "$BUILD/ddp_train" \
             --transport tcp --timeout 30 "${model[@]}" "$@" --save-params "$dir/$check.safetensors" \
             >"$dir/$check.rank$r.log" 2>&1 &
         pids+=($!)
@@ -48,7 +48,7 @@ tx() { bash scripts/cluster.sh exec 0 cat "/sys/class/net/$1/statistics/tx_bytes
 builtin_2x2() {  # builtin_2x2 CHECK FLAGS...
     local check=$1 lo0 link0; shift
     lo0=$(tx lo) link0=$(tx "${CLUSTER_PREFIX}n0")
-    if "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 30 "${model[@]}" \
+    if timeout -k 5 90 "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 30 "${model[@]}" \
             "$@" --save-params "$dir/$check.safetensors" >"$dir/$check.log" 2>&1; then
         "$BUILD/tests/compare_params" "$dir/$check.safetensors" "$dir/one.safetensors" 1e-5 "$check" |
             sed "s/\$/ (built-in launcher, 2 nodes x 2 ranks: $(grep -o -m1 'over 4 ranks ([^)]*)' "$dir/$check.log"))/"
@@ -85,7 +85,7 @@ mpirun_2x2() {  # mpirun_2x2 CHECK ALGO
     # says why); the ranks inherit these through mpirun and the rsh agent.
     if LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
        ASAN_OPTIONS="fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-       bash scripts/cluster.sh mpirun -np 4 "$BUILD/ddp_train" --transport mpi --algo "$2" --timeout 30 \
+       timeout -k 5 90 bash scripts/cluster.sh mpirun -np 4 "$BUILD/ddp_train" --transport mpi --algo "$2" --timeout 30 \
             "${model[@]}" --save-params "$dir/$check.safetensors" >"$dir/$check.log" 2>&1; then
         "$BUILD/tests/compare_params" "$dir/$check.safetensors" "$dir/one.safetensors" 1e-5 "$check" |
             sed "s/\$/ (mpirun --hostfile across the 2 nodes: $(grep -o -m1 'over 4 ranks ([^)]*)' "$dir/$check.log"))/"
@@ -101,7 +101,8 @@ mpirun_2x2 cluster.mpirun_ddp_2x2_mpi mpi
 # must end by its timeout, the ones waiting across the link naming it.
 s_link_down() {
     local log=$dir/link_down.log t0 t1 rc=0 errs
-    "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 4 --preset tiny \
+    # (bounded: a DDP that never communicates would not notice the link, and train on)
+    timeout -k 5 30 "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 4 --preset tiny \
         --steps 1000000 --batch 2 --log-every 1000000 >"$log" 2>&1 &
     local pid=$!
     sleep 2

@@ -24,7 +24,7 @@ s_node_gone() {  # s_node_gone CHECK killed|link_down
         echo "SKIP $check  this build has no stage 07 (--elastic, --ckpt-dir)"; return
     fi
     mkdir -p "$d"
-    "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 4 "${t[@]}" \
+    timeout -k 5 120 "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 4 "${t[@]}" \
         --ckpt-dir "$d/ck" --ckpt-every 2 --max-restarts 4 --elastic \
         --save-params "$d/out.safetensors" >"$d/run.log" 2>&1 &
     pid=$!
@@ -71,7 +71,7 @@ s_link_slowed() {
         echo "SKIP cluster.link_slowed_named  this build has no stage 07 (--straggler-factor)"; return
     fi
     bash scripts/cluster.sh rate 1gbit
-    "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 30 --preset tiny \
+    timeout -k 5 120 "$BUILD/ddp_train" --np 4 --nodes 2 --cluster "$CLUSTER_PREFIX" --timeout 30 --preset tiny \
         --steps 20 --batch 2 --lr 1e-3 --warmup 0 --log-every 1 --peak-tflops 1 \
         --straggler-factor 3 >"$log" 2>&1 &
     pid=$!
