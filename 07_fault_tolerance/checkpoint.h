@@ -337,7 +337,8 @@ typedef struct {
     double base[COMM_MAX_RANKS];       // bytes/s: the mean of the first LINK_BASE_STEPS samples
     int samples[COMM_MAX_RANKS], run[COMM_MAX_RANKS], named[COMM_MAX_RANKS];
 } LinkWatch;
-// After a step's communication: 1 when a peer was newly named (described in msg).
+// After a step's communication (c: this rank's Comm, never NULL): 1 when a peer was
+// newly named (described in msg).
 int link_watch_step(LinkWatch *w, Comm *c, char *msg, size_t n);
 
 // ---------------------------------------------------------------- silent errors (sdc.c)

@@ -79,11 +79,11 @@ typedef struct {
                           // without it (COURSE_RANKS_DROPPED=k: ranks given up so far)
     int nodes;            // built-in launcher: the ranks split into this many nodes of
                           // np/nodes consecutive ranks (0 or 1: one node); shm then
-                          // means shm+tcp. COURSE_NODES when 0.
+                          // means shm+tcp.
     const char *cluster;  // ...and node i's ranks run inside the network namespace
                           // CLUSTER-node<i> (scripts/cluster.sh's; needs root), talking
                           // to the other nodes over its link; else all on this machine's
-                          // loopback. COURSE_CLUSTER when NULL.
+                          // loopback (NULL).
 } CommConfig;
 
 // Call once at the top of main, after parsing flags. Decides the launch mode from

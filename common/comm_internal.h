@@ -91,14 +91,14 @@ void mpi_transport_init(Comm *c);    // comm_mpi.c (or comm_mpi_absent.c without
 void tcp_transport_init(Comm *c);    // comm_tcp.c (with c->transport = TRANSPORT_SHM_TCP
                                      // beforehand: sockets between nodes only)
 // shm inside the node, tcp across (comm_hybrid.c): shm_transport_init's arguments.
-// The built-in launcher's nodes (launch_nodes.c): planned from --nodes/--cluster (or
-// COURSE_NODES/COURSE_CLUSTER) before the fork, checked against the ranks; MASTER_ADDR
+// The built-in launcher's nodes (launch_nodes.c): planned from --nodes/--cluster before
+// the fork, checked against the ranks and the namespaces; MASTER_ADDR
 // and MASTER_PORT set for the TCP mesh; each child enters its node's namespace.
 typedef struct {
     int nodes, node_size;   // nodes, and ranks on each
     const char *cluster;    // the namespaces' prefix, or NULL: all on the loopback
 } LaunchNodes;
-void launch_nodes_plan(LaunchNodes *ln, const CommConfig *cfg, int np);
+void launch_nodes_plan(LaunchNodes *ln, int nodes, const char *cluster, int np);
 void launch_nodes_master(const LaunchNodes *ln, int node);  // MASTER_ADDR: node's address
 void launch_nodes_enter(const LaunchNodes *ln, int node);
 void hybrid_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores stores);

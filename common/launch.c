@@ -366,7 +366,10 @@ Comm *comm_launch(const CommConfig *cfg) {
     CHECK(cfg->transport != TRANSPORT_MPI, "--transport mpi needs mpirun; the built-in launcher "
           "uses shm (and tcp between its --nodes), or tcp for every pair");
     LaunchNodes ln;
-    launch_nodes_plan(&ln, cfg, n);
+    launch_nodes_plan(&ln, cfg->nodes > 0 ? cfg->nodes : 1, cfg->cluster, n);
+    CHECK(ln.nodes == 1 || node_size(n, NULL, ln.node_size) == ln.node_size, "COURSE_NODE_RANKS=%s "
+          "disagrees with --nodes %d of %d ranks each", env("COURSE_NODE_RANKS"), ln.nodes,
+          ln.node_size);
     if (n == 1 && cfg->max_restarts == 0 && !ln.cluster) {
         Comm *c = comm_new(0, 1, LAUNCH_SINGLE, cfg);
         shm_transport_init(c, NULL, 0, cfg->shm_stores);

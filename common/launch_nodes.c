@@ -82,17 +82,12 @@ static void master_in(const LaunchNodes *ln, int node, char *addr, size_t n, int
           "(is scripts/cluster.sh's set-up complete?)", ln->cluster, node);
 }
 
-void launch_nodes_plan(LaunchNodes *ln, const CommConfig *cfg, int np) {
-    const char *v = getenv("COURSE_NODES");
-    ln->nodes = cfg->nodes > 0 ? cfg->nodes : v && *v ? atoi(v) : 1;
-    ln->cluster = cfg->cluster ? cfg->cluster : getenv("COURSE_CLUSTER");
-    if (ln->cluster && !*ln->cluster) ln->cluster = NULL;
-    CHECK(ln->nodes >= 1 && np % ln->nodes == 0, "--nodes %d does not divide the %d ranks (--np): "
-          "every node holds the same number of ranks", ln->nodes, np);
-    ln->node_size = np / ln->nodes;
-    const char *k = getenv("COURSE_NODE_RANKS");
-    CHECK(ln->nodes == 1 || !k || !*k || atoi(k) == ln->node_size, "COURSE_NODE_RANKS=%s "
-          "disagrees with --nodes %d of %d ranks each", k, ln->nodes, ln->node_size);
+void launch_nodes_plan(LaunchNodes *ln, int nodes, const char *cluster, int np) {
+    ln->nodes = nodes;
+    ln->cluster = cluster;
+    CHECK(nodes >= 1 && np % nodes == 0, "--nodes %d does not divide the %d "
+          "ranks (--np): every node holds the same number of ranks", nodes, np);
+    ln->node_size = np / nodes;
     for (int i = 0; ln->cluster && i < ln->nodes; i++) {  // all there, before any rank starts
         char path[256];
         ns_path(ln, i, path, sizeof path);
