@@ -116,6 +116,26 @@ int mpi_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root
     return 1;
 }
 
+// Counts in elements of dt's MPI type (nothing is summed: bf16 travels as 16-bit
+// integers), blocks tiled in member order as all_to_all_v's.
+int mpi_all_to_all_v(Comm *c, Group *g, const void *send, const size_t *send_counts, void *recv,
+                     const size_t *recv_counts, DType dt) {
+    (void)c;
+    MPI_Datatype t; MPI_Op op;
+    MPI_Comm mc = setup(g, dt, &t, &op);
+    if (mc == MPI_COMM_NULL) return 0;
+    size_t slo[COMM_MAX_RANKS], shi[COMM_MAX_RANKS], rlo[COMM_MAX_RANKS], rhi[COMM_MAX_RANKS];
+    for (int i = 0; i < g->size; i++) {
+        slo[i] = i ? shi[i - 1] : 0, shi[i] = slo[i] + send_counts[i];
+        rlo[i] = i ? rhi[i - 1] : 0, rhi[i] = rlo[i] + recv_counts[i];
+    }
+    int scnt[COMM_MAX_RANKS], sdis[COMM_MAX_RANKS], rcnt[COMM_MAX_RANKS], rdis[COMM_MAX_RANKS];
+    counts(slo, shi, g->size, scnt, sdis);
+    counts(rlo, rhi, g->size, rcnt, rdis);
+    MPI_CHECK(MPI_Alltoallv(send, scnt, sdis, t, recv, rcnt, rdis, t, mc));
+    return 1;
+}
+
 #else  // built without MPI
 
 int mpi_allreduce(Comm *c, Group *g, void *b, size_t n, DType dt) { (void)c; (void)g; (void)b; (void)n; (void)dt; return 0; }
@@ -124,5 +144,6 @@ int mpi_all_gather(Comm *c, Group *g, void *b, size_t n, DType dt) { (void)c; (v
 int mpi_reduce_scatter_v(Comm *c, Group *g, void *b, const size_t *lo, const size_t *hi, DType dt) { (void)c; (void)g; (void)b; (void)lo; (void)hi; (void)dt; return 0; }
 int mpi_all_gather_v(Comm *c, Group *g, void *b, const size_t *lo, const size_t *hi, DType dt) { (void)c; (void)g; (void)b; (void)lo; (void)hi; (void)dt; return 0; }
 int mpi_broadcast(Comm *c, Group *g, void *b, size_t n, DType dt, int root) { (void)c; (void)g; (void)b; (void)n; (void)dt; (void)root; return 0; }
+int mpi_all_to_all_v(Comm *c, Group *g, const void *s, const size_t *sc, void *r, const size_t *rc, DType dt) { (void)c; (void)g; (void)s; (void)sc; (void)r; (void)rc; (void)dt; return 0; }
 
 #endif

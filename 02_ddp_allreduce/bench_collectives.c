@@ -4,10 +4,13 @@
 //   size (B)  count  type  redop  time (us)  algbw (GB/s)  busbw (GB/s)  #wrong
 //
 //   algbw = size / time;  busbw = algbw * factor, the factor making the figure
-//   comparable to a link's bandwidth: all-reduce 2(p-1)/p, reduce-scatter and
-//   all-gather (p-1)/p (size = the whole buffer), broadcast 1.
+//   comparable to a link's bandwidth: all-reduce 2(p-1)/p, reduce-scatter,
+//   all-gather and all-to-all (p-1)/p (size = the whole buffer), broadcast 1.
+//   The all-to-all sends from a second buffer into the timed one (out of place, as
+//   MPI_Alltoall is timed), in blocks of size/p.
 //
 //   build/bench_collectives --np 2 --op allreduce --algo ring --max-bytes 256M
+//   build/bench_collectives --np 4 --op all_to_all --algo pairwise
 //   mpirun -np 2 build/bench_collectives --transport mpi --algo mpi
 //   build/bench_collectives --np 4 --device cuda --algo ring   # 4 ranks, GPU buffers, CUDA IPC
 //   build/bench_collectives --np 8 --device cuda --algo nccl   # one GPU per rank (8 GPUs)
@@ -53,6 +56,7 @@ typedef struct {
     Algo a;
     GpuComm *gpu;
     Ctx *ctx;
+    void *send;  // the all-to-all's source (host), as large as the timed buffer
 } Target;
 
 static void run(const Target *t, int op, void *buf, size_t n, DType dt) {
@@ -62,6 +66,7 @@ static void run(const Target *t, int op, void *buf, size_t n, DType dt) {
         case OP_ALL_GATHER: gpu_all_gather(t->gpu, buf, n, dt); break;
         default: gpu_broadcast(t->gpu, buf, n, dt, 0); break;
     }
+    else if (op == OP_ALL_TO_ALL) all_to_all(t->c, t->g, t->send, buf, n / t->g->size, dt, t->a);
     else run_collective(t->c, t->g, (CollOp)op, buf, n, dt, 0, t->a);
 }
 
@@ -76,6 +81,7 @@ static long check(const Target *t, int op, void *buf, void *host, size_t n, DTyp
         if (dt == DT_F32) ((float *)host)[i] = val(r, i);
         else ((uint16_t *)host)[i] = f32_to_bf16(val(r, i));
     }
+    if (op == OP_ALL_TO_ALL) memcpy(t->send, host, n * dtype_size(dt));  // the source
     if (t->gpu) t->ctx->ops->to_device(t->ctx, buf, host, n * dtype_size(dt));
     run(t, op, buf, n, dt);
     if (t->gpu) t->ctx->ops->to_host(t->ctx, host, buf, n * dtype_size(dt));
@@ -98,9 +104,10 @@ int main(int argc, char **argv) {
     Flag flags[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch (built-in launcher)"),
         F_NODES(&nodes, &cluster),
-        F_CHOICE("--op", &op_s, "allreduce|reduce_scatter|all_gather|broadcast", "the collective"),
-        F_CHOICE("--algo", &algo_s, "naive|ring|rd|mpi|nccl|hier", "the algorithm (mpi: under mpirun; "
-                 "nccl: --device cuda)"),
+        F_CHOICE("--op", &op_s, "allreduce|reduce_scatter|all_gather|broadcast|all_to_all",
+                 "the collective"),
+        F_CHOICE("--algo", &algo_s, "naive|ring|rd|mpi|nccl|hier|pairwise", "the algorithm (mpi: "
+                 "under mpirun; nccl: --device cuda)"),
         F_CHOICE("--device", &device_s, "cpu|cuda", "where the buffers live (cuda: --algo ring is "
                  "our ring over CUDA IPC, --algo nccl is NCCL)"),
         F_CHOICE("--dtype", &dtype_s, "fp32|bf16", "element type"),
@@ -118,9 +125,8 @@ int main(int argc, char **argv) {
     flags_parse(flags, FLAG_COUNT(flags), argc, argv, "bench_collectives [flags]",
                 "Times a collective over sizes; nccl-tests columns.");
     if (min_bytes > max_bytes) flags_fail("--min-bytes %zu exceeds --max-bytes %zu", min_bytes, max_bytes);
-    int op = strcmp(op_s, "allreduce") == 0 ? OP_ALLREDUCE
-           : strcmp(op_s, "reduce_scatter") == 0 ? OP_REDUCE_SCATTER
-           : strcmp(op_s, "all_gather") == 0 ? OP_ALL_GATHER : OP_BROADCAST;
+    int op = 0;
+    while (strcmp(op_s, coll_op_names[op]) != 0) op++;
     Algo algo;
     algo_parse(algo_s, &algo);
     DType dt;
@@ -133,6 +139,8 @@ int main(int argc, char **argv) {
     if (dev == DEV_CPU && algo == ALGO_NCCL) flags_fail("--algo nccl needs --device cuda");
     if (dev == DEV_CPU && !collective_has((CollOp)op, algo))
         flags_fail("--op %s has no --algo %s: it has %s", op_s, algo_s, collective_algos((CollOp)op));
+    if (dev == DEV_CUDA && op == OP_ALL_TO_ALL)
+        flags_fail("--op all_to_all runs on host buffers only (--device cpu)");
     if (dev == DEV_CUDA && algo != ALGO_RING && algo != ALGO_NCCL)
         flags_fail("--device cuda: --algo is ring (our ring over CUDA IPC) or nccl, not %s", algo_s);
     CommConfig cc = {.np = np, .timeout_s = timeout, .nodes = nodes, .cluster = cluster};
@@ -155,7 +163,7 @@ int main(int argc, char **argv) {
     }
     size_t es = dtype_size(dt);
     double bus = op == OP_ALLREDUCE ? 2.0 * (p - 1) / p
-               : op == OP_BROADCAST ? 1.0 : (double)(p - 1) / p;
+               : op == OP_BROADCAST ? 1.0 : (double)(p - 1) / p;  // all-to-all: (p-1)/p
     FILE *out = NULL;
     if (r == 0 && out_path) {
         out = fopen(out_path, "w");
@@ -164,12 +172,12 @@ int main(int argc, char **argv) {
     char head[1024];
     if (!t.gpu) {
         snprintf(head, sizeof head,
-                 "# %s, algorithm %s, %d ranks, transport %s%s%s, in place, median of %s\n"
+                 "# %s, algorithm %s, %d ranks, transport %s%s%s, %s, median of %s\n"
                  "#%12s %12s %6s %6s %11s %8s %8s %7s\n#%12s %12s %6s %6s %11s %8s %8s %7s\n",
                  op_s, algo_s, p, transport_name(comm_transport(c)),
                  comm_transport(c) == TRANSPORT_SHM ? " with stores " : "",
                  comm_transport(c) == TRANSPORT_SHM ? stores_s : "",
-                 iters_flag > 0 ? "--iters calls" : "5-200 calls", "size", "count", "type",
+                 op == OP_ALL_TO_ALL ? "out of place" : "in place", iters_flag > 0 ? "--iters calls" : "5-200 calls", "size", "count", "type",
                  "redop", "time", "algbw", "busbw", "#wrong", "(B)", "(elements)", "", "", "(us)",
                  "(GB/s)", "(GB/s)", "");
     } else {
@@ -195,12 +203,14 @@ int main(int argc, char **argv) {
     void *host = calloc(max_bytes / es + p, es);
     CHECK(host, "out of memory for a %zu-byte buffer", max_bytes);
     void *buf = t.gpu ? mem_alloc(&ctx, MEM_WORKSPACE, (max_bytes / es + p) * es) : host;
+    if (op == OP_ALL_TO_ALL) t.send = xcalloc(max_bytes / es + p, es);
     // Per size: each iteration's time on this rank, then the #wrong count.
     int max_iters = iters_flag > 0 ? iters_flag : 200;
     double *mine = malloc(sizeof(double) * (max_iters + 1)), *other = malloc(sizeof(double) * (max_iters + 1));
     CHECK(mine && other, "out of memory");
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
         size_t n = bytes / es;
+        if (op == OP_ALL_TO_ALL) n = n / p * p;  // whole blocks: the elements that move
         // The same iteration count on every rank: ~0.1-0.3 s per size unless --iters.
         int iters = (int)(2e7 / (bytes > 20000 ? bytes : 20000));
         iters = iters < 5 ? 5 : iters > 200 ? 200 : iters;
@@ -229,7 +239,8 @@ int main(int argc, char **argv) {
             double algbw = (double)(n * es) / worst * 1e-9;  // the bytes moved: n whole elements
             char line[256];
             int len = snprintf(line, sizeof line, " %12zu %12zu %6s %6s %11.2f %8.3f %8.3f %7.0f",
-                               n * es, n, dtype_name(dt), "sum", worst * 1e6, algbw, algbw * bus,
+                               n * es, n, dtype_name(dt), op == OP_ALL_TO_ALL ? "none" : "sum",
+                               worst * 1e6, algbw, algbw * bus,
                                wrong);
             if (t.gpu) snprintf(line + len, sizeof line - len, " %10.3f\n", algbw * bus / copy_bw);
             else snprintf(line + len, sizeof line - len, "\n");
@@ -249,6 +260,7 @@ int main(int argc, char **argv) {
         ctx_destroy(&ctx);
     }
     free(host);
+    free(t.send);
     comm_finalize(c);
     return 0;
 }

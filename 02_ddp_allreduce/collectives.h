@@ -12,6 +12,10 @@
 //                   its own shard; the rest of the buffer is scratch afterwards)
 //   all_gather      rank i contributes its shard i; everyone ends with all shards
 //   broadcast       everyone ends with the root's buffer
+//   all_to_all      rank i's buffer is p blocks, block j for rank j; rank j ends with
+//                   everyone's block j, rank i's in its block i (the blocks transposed
+//                   across the ranks: a personalised exchange, nothing summed). Out of
+//                   place; all_to_all_v gives each block its own size.
 #pragma once
 #include <stddef.h>
 
@@ -26,10 +30,12 @@ typedef enum {
     ALGO_NCCL,       // NCCL (GPU buffers; see comm_cuda.h)
     ALGO_HIER,       // hierarchical all-reduce: the ring inside each node, then across
                      // the nodes on one shard, then the ring inside again (nodes: comm_node_size)
+    ALGO_PAIRWISE,   // all-to-all in p-1 steps, each a permutation: step k sends to r+k and
+                     // receives from r-k (alltoall.c, the exercise)
     ALGO_COUNT
 } Algo;
 
-const char *algo_name(Algo a);               // "naive", "ring", "rd", "mpi", "nccl", "hier"
+const char *algo_name(Algo a);  // "naive", "ring", "rd", "mpi", "nccl", "hier", "pairwise"
 int algo_parse(const char *s, Algo *out);    // 0 on success
 
 void shard_range(size_t count, int n, int i, size_t *lo, size_t *hi);
@@ -38,15 +44,28 @@ void allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root, Algo a);
+// send: p blocks of `block` elements, block j for member j; recv (not send: out of
+// place) receives block i from member i. MPI_Alltoall's sendcount = recvcount = block.
+void all_to_all(Comm *c, Group *g, const void *send, void *recv, size_t block, DType dt, Algo a);
+// Blocks of any size: send_counts[j] elements go to member j, recv_counts[i] come from
+// member i, each buffer's blocks tiled in member order from its start. What member i
+// sends this rank must be what this rank expects (recv_counts[i]): the messages' headers
+// check it. naive, pairwise and mpi.
+void all_to_all_v(Comm *c, Group *g, const void *send, const size_t *send_counts, void *recv,
+                  const size_t *recv_counts, DType dt, Algo a);
 
 // For tests and benchmarks that loop over the collectives.
-typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_COUNT } CollOp;
+typedef enum {
+    OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_BROADCAST, OP_ALL_TO_ALL, OP_COUNT
+} CollOp;
 extern const char *const coll_op_names[OP_COUNT];  // "allreduce", "reduce_scatter", ...
-// 1 if collective op has algorithm a on the host: naive and mpi all four, ring all
-// but broadcast, rd the all-reduce and (a binomial tree) the broadcast, hier the
-// all-reduce.
+// 1 if collective op has algorithm a on the host: naive and mpi all five, ring all but
+// broadcast and all-to-all, rd the all-reduce and (a binomial tree) the broadcast, hier
+// the all-reduce, pairwise the all-to-all.
 int collective_has(CollOp op, Algo a);
 const char *collective_algos(CollOp op);  // the names of those it has: "naive, ring, mpi"
+// In place on buf's count elements; the all-to-all's blocks are count/p elements each
+// (the last count % p elements left alone), sent from a copy of buf.
 void run_collective(Comm *c, Group *g, CollOp op, void *buf, size_t count, DType dt, int root,
                     Algo a);
 // The serial reference. If rank q's buffer held value(q, i) before collective op on
@@ -61,6 +80,12 @@ void ring_reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt);
 void ring_all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt);
 void ring_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt);
 
+// The pairwise all-to-all (alltoall.c — the exercise), under the dispatcher's
+// comm_coll_begin. send_off[j] and recv_off[j]: where block j starts, in elements.
+void pairwise_all_to_all_v(Comm *c, Group *g, const void *send, const size_t *send_counts,
+                           const size_t *send_off, void *recv, const size_t *recv_counts,
+                           const size_t *recv_off, DType dt);
+
 // Library baselines (baseline_mpi.c). Return 0 when the library is not available
 // in this run (not launched by mpirun, or built without MPI).
 int mpi_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt);
@@ -72,3 +97,5 @@ int mpi_broadcast(Comm *c, Group *g, void *buf, size_t count, DType dt, int root
 int mpi_reduce_scatter_v(Comm *c, Group *g, void *buf, const size_t *lo, const size_t *hi,
                          DType dt);
 int mpi_all_gather_v(Comm *c, Group *g, void *buf, const size_t *lo, const size_t *hi, DType dt);
+int mpi_all_to_all_v(Comm *c, Group *g, const void *send, const size_t *send_counts, void *recv,
+                     const size_t *recv_counts, DType dt);

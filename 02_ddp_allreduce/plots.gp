@@ -158,3 +158,26 @@ if (exists("hier") && hier) {
          for [L in "2x2 2x4"] g(L) using 3:11 with points pointtype (L eq "2x2" ? 9 : 8) linecolor 7 \
              title sprintf("MPI_Allreduce, %s, measured", L)
 }
+
+# 5. The all-to-all (run_stage.sh's step 4): busbw = size/time x (p-1)/p against size,
+#    naive (everything posted at once), pairwise and MPI_Alltoall on 4 ranks.
+if (exists("a2a") && a2a) {
+    unset yrange
+    unset logscale y
+    set output sprintf("%s/alltoall_np4.png", dir)
+    set title "all-to-all on 4 ranks of one machine (shared memory): bus bandwidth"
+    set xlabel "message size (the whole buffer of each rank)"
+    set ylabel "busbw (log scale)"
+    set logscale x 2
+    set logscale y 10
+    set xtics ("4 KiB" 4096, "32 KiB" 32768, "256 KiB" 262144, "2 MiB" 2097152, "16 MiB" 16777216, \
+               "64 MiB" 67108864)
+    set format y "%.0s %cB/s"
+    set key top left
+    set label 100 footer at screen 0.99, screen 0.012 right font ",9" textcolor rgb "#444444"
+    a2abw(size, us) = size / (us * 1e3) * 3.0 / 4 * 1e9
+    plot for [a in "naive pairwise"] sprintf("%s/alltoall_%s_np4.txt", dir, a) \
+             using 1:(a2abw($1, $5)) with linespoints title a, \
+         (mpi ? sprintf("%s/alltoall_mpi_np4.txt", dir) : 1/0) using 1:(a2abw($1, $5)) \
+             with linespoints dashtype 2 title "MPI_Alltoall (OpenMPI)"
+}

@@ -11,11 +11,14 @@
 #      (the target), beside the ring with ordinary (cached) stores: on a VM whose two
 #      vCPUs the hypervisor moves between cache complexes, that one is fast or ~3x
 #      slower from one second to the next. Medians over rounds, never one run.
-#   4. Two levels (hierarchy.sh, where root can make network namespaces): the flat ring
+#   4. All-to-all: naive, pairwise and MPI_Alltoall on 4 ranks, 4 KiB .. 64 MiB (files
+#      alltoall_*_np4.txt); then pairwise vs MPI at >= 1 MiB, alternating, 3 rounds,
+#      medians (alltoall_vs_mpi.txt: the target is >= 1.0x).
+#   5. Two levels (hierarchy.sh, where root can make network namespaces): the flat ring
 #      vs the hierarchical all-reduce across 2 nodes as the link between them slows,
 #      each beside its alpha-beta prediction from the fitted links.
-#   5. DDP tokens/s against the number of ranks.
-#   6. gnuplot (scripts/plot.sh): busbw and time vs size; the alpha-beta fit vs the
+#   6. DDP tokens/s against the number of ranks.
+#   7. gnuplot (scripts/plot.sh): busbw and time vs size; the alpha-beta fit vs the
 #      measured ring; the two-level cluster; DDP scaling; each figure labelled with the
 #      machine and the date.
 # QUICK=1 shortens everything (fewer sizes and ranks) for a smoke run.
@@ -24,7 +27,7 @@ cd "$(dirname "$0")/.."
 . scripts/stage_lib.sh
 # The sweep's files for the ranks a QUICK run skips go too: the plots read every one there.
 stage_begin 02_ddp_allreduce 'allreduce_*_np*.txt' 'ring_vs_mpi*.txt' '*.png' hierarchy.txt \
-    links_alpha_beta.txt
+    links_alpha_beta.txt 'alltoall_*.txt'
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Bind like our launcher does: one core per rank when they fit, nothing when oversubscribed.
 mpirun_np() { local n=$1; shift
@@ -81,6 +84,40 @@ if [ "$have_mpi" = 1 ]; then
                                                  m[s], r[s] / m[s]}' |
         sort -k1,1n | { echo "# busbw in GB/s, the median of the 5 rounds; ring/MPI: the ratio of the medians"
                         cat; } | tee "$out/ring_vs_mpi_summary.txt"
+fi
+
+a2a_max=64MiB; quick && a2a_max=4MiB
+echo "== all-to-all: naive, pairwise, MPI_Alltoall; 4 ranks, 4 KiB .. $a2a_max =="
+for algo in naive pairwise; do
+    "$BUILD/bench_collectives" --np 4 --op all_to_all --algo "$algo" --min-bytes 4KiB \
+        --max-bytes "$a2a_max" --out "$out/alltoall_${algo}_np4.txt" >/dev/null
+    echo "  $algo: $(tail -n 1 "$out/alltoall_${algo}_np4.txt" | awk '{print $7 " GB/s busbw at " $1 " B"}')"
+done
+if [ "$have_mpi" = 1 ]; then
+    mpirun_np 4 "$BUILD/bench_collectives" --transport mpi --op all_to_all --algo mpi \
+        --min-bytes 4KiB --max-bytes "$a2a_max" --out "$out/alltoall_mpi_np4.txt" >/dev/null
+    echo "  mpi: $(tail -n 1 "$out/alltoall_mpi_np4.txt" | awk '{print $7 " GB/s busbw at " $1 " B"}')"
+    echo "# pairwise all-to-all vs MPI_Alltoall, 4 ranks, alternating rounds: algorithm round size(B) busbw(GB/s)" \
+        >"$out/alltoall_vs_mpi_runs.txt"
+    for round in 1 2 3; do
+        "$BUILD/bench_collectives" --np 4 --op all_to_all --algo pairwise --min-bytes 1MiB \
+            --max-bytes "$a2a_max" --factor 4 | awk -v r=$round '!/^#/ {print "pairwise", r, $1, $7}' \
+            >>"$out/alltoall_vs_mpi_runs.txt"
+        mpirun_np 4 "$BUILD/bench_collectives" --transport mpi --op all_to_all --algo mpi \
+            --min-bytes 1MiB --max-bytes "$a2a_max" --factor 4 |
+            awk -v r=$round '!/^#/ {print "mpi", r, $1, $7}' >>"$out/alltoall_vs_mpi_runs.txt"
+    done
+    awk '!/^#/ {v[$1" "$3] = v[$1" "$3] " " $4} END {for (k in v) print k, v[k]}' \
+        "$out/alltoall_vs_mpi_runs.txt" |
+        while read -r algo size runs; do
+            # shellcheck disable=SC2086  # runs: one number a word
+            printf '%s %s %s\n' "$algo" "$size" "$(printf '%s\n' $runs | med)"
+        done | awk '$1 == "mpi" {m[$2] = $3} $1 == "pairwise" {w[$2] = $3}
+            END {printf "%12s %10s %10s %14s\n", "size (B)", "pairwise", "MPI", "pairwise/MPI";
+                 for (s in w) if (s in m) printf "%12d %10.3f %10.3f %14.2f\n", s, w[s], m[s], w[s] / m[s]}' |
+        sort -k1,1n | { echo "# all-to-all busbw in GB/s on 4 ranks, the median of 3 alternating rounds;"
+                        echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $(load_now)"
+                        cat; } | tee "$out/alltoall_vs_mpi.txt"
 fi
 
 echo "== two levels: flat ring vs hierarchical all-reduce across 2 nodes (scripts/cluster.sh) =="

@@ -3,8 +3,8 @@
 #   make stage-2     tests, the DDP demo, the collectives' sweep and plots
 #   make grade-2     the same tests against 02_ddp_allreduce/exercises/ (PART=name)
 S02 := 02_ddp_allreduce
-# ring.c and ddp.c are the exercises (make grade-2, EX=2, swaps them).
-S02_OBJS := $(call stage_obj,$(S02)/collectives.c $(S02)/ring.c $(S02)/ddp.c) \
+# ring.c, alltoall.c and ddp.c are the exercises (make grade-2, EX=2, swaps them).
+S02_OBJS := $(call stage_obj,$(S02)/collectives.c $(S02)/ring.c $(S02)/alltoall.c $(S02)/ddp.c) \
             $(BUILD)/$(S02)/ddp_bf16.o $(BUILD)/$(S02)/baseline_mpi.o
 S02_BINS := $(BUILD)/ddp_train $(BUILD)/bench_collectives $(BUILD)/tests/test_collectives \
             $(BUILD)/tests/test_ddp $(BUILD)/tests/test_gpu_comm
@@ -20,7 +20,7 @@ $(BUILD)/$(S02)/%.o: CFLAGS += -I$(S02)
 $(BUILD)/tests/test_collectives.o: CFLAGS += -I$(S02)
 $(BUILD)/tests/test_ddp.o $(BUILD)/tests/gpu_comm_host.o: CFLAGS += -I$(S02)
 $(BUILD)/tests/test_gpu_comm.o: CFLAGS += -I$(S02)
-$(addprefix $(BUILD)/$(S02)/,ddp.o ddp_bf16.o ring.o collectives.o ddp_train.o bench_collectives.o) \
+$(addprefix $(BUILD)/$(S02)/,ddp.o ddp_bf16.o ring.o alltoall.o collectives.o ddp_train.o bench_collectives.o) \
   $(BUILD)/tests/test_collectives.o $(BUILD)/tests/test_ddp.o: $(wildcard $(S02)/*.h)
 
 $(BUILD)/ddp_train: $(BUILD)/$(S02)/ddp_train.o $(S02_OBJS) $(CORE_OBJS)

@@ -9,7 +9,7 @@ S03 := 03_bucketing_zero
 # grades this stage's code).
 S03_OBJS := $(call stage_obj,$(S03)/buckets.c $(S03)/zero_step.c $(S03)/fsdp_unit.c) \
             $(patsubst %,$(BUILD)/$(S03)/%.o,collectives_v async_coll plan grad_reduce units sharded) \
-            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/baseline_mpi.o
+            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/baseline_mpi.o
 S03_BINS := $(BUILD)/sharded_train $(BUILD)/tests/test_sharded
 BINS += $(S03_BINS)
 DRIVERS += $(BUILD)/sharded_train

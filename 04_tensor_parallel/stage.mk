@@ -9,7 +9,7 @@ S04 := 04_tensor_parallel
 # references when grading: this stage grades this stage's code).
 S04_OBJS := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
             $(patsubst %,$(BUILD)/$(S04)/%.o,conjugate vocab_embed tp_model) \
-            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o \
+            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/ddp.o \
             $(BUILD)/$(S02)/baseline_mpi.o
 S04_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memory_plan.o
 S04_BINS := $(BUILD)/tp_train $(BUILD)/tests/test_tp

@@ -11,7 +11,7 @@ S05 := 05_pipeline
 S05_OBJS := $(call stage_obj,$(S05)/sched_1f1b.c $(S05)/sched_interleaved.c $(S05)/engine_step.c) \
             $(patsubst %,$(BUILD)/$(S05)/%.o,schedule sched_zb checker engine pipe_model) \
             $(patsubst %,$(BUILD)/$(S04)/%.o,linear vocab_ce conjugate vocab_embed tp_model) \
-            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/ddp.o \
+            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/ddp.o \
             $(BUILD)/$(S02)/baseline_mpi.o
 # build/pp_sim: the same generators and checker, run against a clock (no model), and
 # of the core only the flag table and the log: linked without OpenBLAS and CUDA, it

@@ -30,7 +30,7 @@ $(BUILD)/$(S06)/comm_error.o: $(wildcard 02_ddp_allreduce/*.h)
 
 # build/mp_comm_error: stage 02's reference ring in fp32 and bf16.
 $(BUILD)/mp_comm_error: $(BUILD)/$(S06)/comm_error.o $(BUILD)/02_ddp_allreduce/collectives.o \
-  $(BUILD)/02_ddp_allreduce/ring.o $(BUILD)/02_ddp_allreduce/baseline_mpi.o $(CORE_OBJS)
+  $(BUILD)/02_ddp_allreduce/ring.o $(BUILD)/02_ddp_allreduce/alltoall.o $(BUILD)/02_ddp_allreduce/baseline_mpi.o $(CORE_OBJS)
 	$(LINK)
 
 $(BUILD)/tests/test_recompute.o: 01_memory_wall/memory_model.h

@@ -19,7 +19,7 @@
 
 static const char *kind_names[COLL_KINDS] = {"point-to-point", "barrier", "all-reduce",
                                              "reduce-scatter", "all-gather", "broadcast",
-                                             "reduce"};
+                                             "reduce", "all-to-all"};
 const char *coll_name(CollKind k) { return k < COLL_KINDS ? kind_names[k] : "?"; }
 
 static const char *transport_names[TRANSPORT_COUNT] = {"shm", "mpi", "tcp", "shm+tcp"};
@@ -243,7 +243,9 @@ static void wait_for(Comm *c, CommRequest **reqs, int n, int need) {
         // Nothing moved. Spin briefly (the peer is usually mid-copy), then yield
         // the core (ranks may outnumber cores), and after a long silence sleep.
         double idle = now - last_moved;
-        if (c->share_core) {
+        if (idle >= c->spin_s && c->ops->idle_wait && c->ops->idle_wait(c, reqs, n, 2e-3)) {
+            // slept in the transport (sockets) until a byte could move, 2 ms at most
+        } else if (c->share_core) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         } else if (idle > 10e-3) {
@@ -361,7 +363,7 @@ void comm_die_waiting(Comm *c, const CommRequest *r, const char *why) {
                      mine, theirs);
         DIE("timeout after %.1f s in %s. Usual causes: a rank waited for its send before posting "
             "its receive (post both, then wait for both: a message larger than the transport's%s "
-            "buffer cannot finish until the peer receives it); the ranks called different "
+            "eager limit cannot finish until the peer receives it); the ranks called different "
             "collectives, counts or peers; a rank is stuck or dead%s; or the peer is still busy "
             "(--timeout %.1f s is shorter than the work it does before it gets here)",
             c->timeout_s, d, chan, link, c->timeout_s);

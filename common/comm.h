@@ -40,7 +40,7 @@ typedef enum { LAUNCH_SINGLE = 0, LAUNCH_FORK, LAUNCH_MPIRUN, LAUNCH_TORCHRUN } 
 // What a message belongs to: counters are kept per kind, and a timeout names it.
 typedef enum {
     COLL_P2P = 0, COLL_BARRIER, COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER,
-    COLL_BROADCAST, COLL_REDUCE, COLL_KINDS
+    COLL_BROADCAST, COLL_REDUCE, COLL_ALLTOALL, COLL_KINDS
 } CollKind;
 const char *coll_name(CollKind k);  // "all-reduce", ...
 
@@ -115,7 +115,9 @@ int transport_parse(const char *s, Transport *out);
 int shm_stores_parse(const char *s, ShmStores *out);  // "auto", "cached", "streaming": 0, else -1
 double comm_timeout(const Comm *c);
 // Bytes a send can hand to the transport before its receiver has taken any: the
-// shm channel's capacity (0 when the transport does not say). A message larger
+// shm channel's capacity, or the size from which the receiver reads the payload from
+// the sender's memory if that is smaller (comm_shm.c; 0 when the transport does not
+// say). A message larger
 // than this completes only while the peer receives it, so a rank that waits for
 // its send before posting its own receive deadlocks with a neighbour doing the
 // same; the tests size their messages past it to catch that ordering.

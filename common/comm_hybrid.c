@@ -56,6 +56,18 @@ static int hybrid_peer_dead(Comm *c, int world_rank) {
     return dead;
 }
 
+// Only a wait on other nodes alone may sleep in the sockets: a rank of this node
+// announces its bytes through memory, which no poll() sees.
+static int hybrid_idle_wait(Comm *c, CommRequest **reqs, int n, double max_s) {
+    Hybrid *h = c->state;
+    for (int i = 0; i < n; i++)
+        if (!reqs[i]->complete && half_for(c, h, reqs[i]->peer) == &h->near) return 0;
+    c->state = h->far.state;
+    int slept = h->far.ops->idle_wait(c, reqs, n, max_s);
+    c->state = h;
+    return slept;
+}
+
 static void hybrid_finalize(Comm *c) {
     Hybrid *h = c->state;
     if (!h) return;
@@ -73,6 +85,7 @@ static const TransportOps hybrid_ops = {
     .progress = hybrid_progress,
     .post = hybrid_post,
     .peer_dead = hybrid_peer_dead,
+    .idle_wait = hybrid_idle_wait,
     .finalize = hybrid_finalize,
 };
 

@@ -20,6 +20,9 @@ typedef struct {
     uint64_t bytes;      // payload bytes that follow
 } MsgHeader;
 #define MSG_MAGIC 0x434f4d4du  // "COMM"
+// comm_shm.c's single-copy messages: the header says the payload stays in the sender's
+// memory, at the address that follows it, for the receiver to read.
+#define MSG_MAGIC_DIRECT 0x434f4d44u  // "COMD"
 
 struct CommRequest {
     int is_send;
@@ -32,6 +35,10 @@ struct CommRequest {
     MsgHeader hdr;         // send: the header to send; recv: the header received
     size_t hdr_done;       // header bytes moved so far
     size_t done;           // payload bytes moved so far
+    // comm_shm.c's single-copy messages: a send's count of the channel's direct reads
+    // before it; a receive's source in the sender's memory (direct_pid 0: none).
+    uint64_t direct_base, direct_addr;
+    int64_t direct_pid;
     size_t done_first;     // a receive: what had arrived when this rank first saw bytes,
     double t_first;        // and when (comm_take_flows)
     int complete;
@@ -47,6 +54,9 @@ typedef struct TransportOps {
     void (*post)(Comm *c, CommRequest *r);
     // Peer liveness: 1 if the peer's process is known to be gone (may be NULL).
     int (*peer_dead)(Comm *c, int world_rank);
+    // Sleeps until one of the unfinished requests among reqs[0..n) may move, or max_s
+    // passes; 0 when it cannot tell (then the caller naps). May be NULL.
+    int (*idle_wait)(Comm *c, CommRequest **reqs, int n, double max_s);
     void (*finalize)(Comm *c);
 } TransportOps;
 

@@ -431,6 +431,24 @@ static int tcp_progress(Comm *c, CommRequest *r) {
     return moved;
 }
 
+// A rank waiting on sockets sleeps in the kernel until a byte arrives or the
+// socket's buffer drains: a rank that napped and looked again instead, as on shared
+// memory, took the cores (ranks outnumber them) that the network stack needed to move
+// the very bytes it waited for.
+static int tcp_idle_wait(Comm *c, CommRequest **reqs, int n, double max_s) {
+    Tcp *t = c->state;
+    struct pollfd fds[2 * COMM_MAX_RANKS];
+    nfds_t k = 0;
+    for (int i = 0; i < n && k < 2 * COMM_MAX_RANKS; i++) {
+        if (reqs[i]->complete) continue;
+        fds[k++] = (struct pollfd){.fd = t->peer[reqs[i]->peer].fd,
+                                   .events = reqs[i]->is_send ? POLLOUT : POLLIN};
+    }
+    struct timespec ts = {(time_t)max_s, (long)((max_s - (double)(time_t)max_s) * 1e9)};
+    if (k > 0) ppoll(fds, k, &ts, NULL);  // EINTR or a timeout: the caller looks again
+    return 1;
+}
+
 static void tcp_finalize(Comm *c) {
     Tcp *t = c->state;
     if (!t) return;
@@ -448,6 +466,7 @@ static const TransportOps tcp_ops = {
     // A dead peer shows itself in progress: its socket reads end-of-stream or
     // fails with ECONNRESET / EPIPE, and we die naming the request.
     .peer_dead = NULL,
+    .idle_wait = tcp_idle_wait,
     .finalize = tcp_finalize,
 };
 

@@ -40,11 +40,12 @@ case "$(basename "$dir")" in
         ranks=$(ls "$dir" | sed -n 's/^allreduce_ring_np\([0-9]*\)\.txt$/\1/p' | sort -n | tr '\n' ' ')
         ranks=${ranks% }
         [ -n "$ranks" ] || { echo "plot.sh: no allreduce_ring_np*.txt in $dir" >&2; exit 1; }
-        mpi=0 hier=0
+        mpi=0 hier=0 a2a=0
         ls "$dir"/allreduce_mpi_np*.txt >/dev/null 2>&1 && mpi=1
         [ -f "$dir/hierarchy.txt" ] && hier=1  # the two-level cluster's (where it could run)
+        [ -f "$dir/alltoall_pairwise_np4.txt" ] && a2a=1
         # gnuplot's fit prints to stderr; keep it beside the data, show it on failure.
-        gnuplot -e "$vars; ranks='$ranks'; mpi=$mpi; hier=$hier" 02_ddp_allreduce/plots.gp 2>"$dir/fit.log" || {
+        gnuplot -e "$vars; ranks='$ranks'; mpi=$mpi; hier=$hier; a2a=$a2a" 02_ddp_allreduce/plots.gp 2>"$dir/fit.log" || {
             cat "$dir/fit.log" >&2; exit 1; } ;;
     03_bucketing_zero)
         two_levels "DDP, FSDP and HSDP on 2 nodes x 2 ranks: the link between the nodes decides"

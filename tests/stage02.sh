@@ -1,11 +1,12 @@
 # tests/stage02.sh — stage 02's suite, sourced by tests/run.sh (which defines
 # `run NAME COMMAND...` and $BUILD). 02_ddp_allreduce/exercises/parts.txt grades
 # the checks named coll.*.ring.* and ddp.*; the rest test code that is not an
-# exercise (the naive and recursive-doubling algorithms, the comm layer).
+# exercise (the naive and recursive-doubling algorithms, the comm layer), and
+# coll.all_to_all.pairwise.* (exercises/alltoall.c).
 
 # Every collective and algorithm against a serial sum, world sizes 1-8 (odd too),
 # one collective per run: a crash in one leaves the others' verdicts standing.
-OPS="reduce_scatter all_gather allreduce broadcast"
+OPS="reduce_scatter all_gather allreduce broadcast all_to_all"
 for n in 1 2 3 4 5 7 8; do
     for op in $OPS; do
         run "collectives-np$n-$op" "$BUILD/tests/test_collectives" --np "$n" --op "$op" --timeout 10
@@ -15,7 +16,7 @@ done
 # for its send before posting its receive deadlocks here (and only here), and the
 # comm layer's timeout reports it within 5 s.
 for n in 2 3 4; do
-    for op in reduce_scatter all_gather allreduce; do
+    for op in reduce_scatter all_gather allreduce all_to_all; do
         run "collectives-large-np$n-$op" "$BUILD/tests/test_collectives" --np "$n" --op "$op" \
             --large --timeout 5
     done
@@ -23,7 +24,7 @@ done
 # On subgroups (the even and the odd world ranks, each in descending order), as the
 # later stages run the collectives: a group's ranks and size are not the world's.
 for n in 4 5; do
-    for op in reduce_scatter all_gather allreduce; do
+    for op in reduce_scatter all_gather allreduce all_to_all; do
         run "collectives-strided-np$n-$op" "$BUILD/tests/test_collectives" --np "$n" --op "$op" \
             --strided --timeout 10
     done

@@ -3,6 +3,7 @@
 //   test_collectives --np 5                          every collective (built-in launcher, shm)
 //   test_collectives --np 3 --op reduce_scatter      one collective (what the grader runs)
 //   test_collectives --np 3 --op allreduce --large   one message larger than the channel
+//   test_collectives --np 4 --op all_to_all          the all-to-all, equal and uneven blocks
 //   test_collectives --np 5 --strided                on two subgroups of the world
 //   mpirun -np 3 test_collectives --transport mpi    over MPI (adds the MPI baseline)
 //
@@ -15,7 +16,7 @@
 // uneven size therefore occur at every world size.
 //
 // --large sends one fp32 message whose every shard is larger than the transport's
-// channel (comm_channel_bytes). Below that size a send completes into the channel
+// eager limit (comm_channel_bytes). Below that size a send completes into the channel
 // without its receiver, so a ring that waits for its send before posting its
 // receive still works; above it, two such neighbours wait for each other forever.
 // The comm layer's timeout then ends the run with a diagnostic (keep --timeout short).
@@ -71,6 +72,7 @@ typedef struct {
     // The ring's traffic (ALGO_RING only): the bytes this rank sent, and its share of
     // what the group must send in all, (p-1)·n elements per reduce-scatter or
     // all-gather and twice that per all-reduce, whatever shard each rank sends when.
+    // The all-to-all's (hand-written ones): each rank's p-1 outgoing blocks, exactly.
     double sent, want_share;
     // The hierarchical all-reduce's (ALGO_HIER, on the world only): the bytes this rank
     // sent to ranks of its own node and to other nodes (comm_link_bytes: where they
@@ -83,7 +85,19 @@ typedef struct {
 // one collective per call, which the ring's messages belong to).
 static CollKind coll_kind(CollOp op) {
     return op == OP_ALLREDUCE ? COLL_ALLREDUCE : op == OP_REDUCE_SCATTER ? COLL_REDUCE_SCATTER
-           : op == OP_ALL_GATHER ? COLL_ALLGATHER : COLL_BROADCAST;
+           : op == OP_ALL_GATHER ? COLL_ALLGATHER : op == OP_ALL_TO_ALL ? COLL_ALLTOALL
+           : COLL_BROADCAST;
+}
+
+// Counts a wrong element into v, remembering the first.
+static void mark(Verdict *v, size_t n, size_t i, DType dt, float got, float want) {
+    if (v->wrong++ == 0) {
+        v->count = (int64_t)n;
+        v->index = (int64_t)i;
+        v->dt = dt;
+        v->got = got;
+        v->want = want;
+    }
 }
 
 // Runs op with algorithm a on integer data; counts the wrong elements into v and
@@ -109,20 +123,55 @@ static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt
         v->sent += (double)(comm_counters(c)[coll_kind(op)].bytes_sent - before);
         v->want_share += (op == OP_ALLREDUCE ? 2.0 : 1.0) * (p - 1) * n * dtype_size(dt) / p;
     }
+    if (op == OP_ALL_TO_ALL && a != ALGO_MPI) {
+        v->sent += (double)(comm_counters(c)[COLL_ALLTOALL].bytes_sent - before);
+        v->want_share += (double)(p - 1) * (n / p) * dtype_size(dt);
+    }
     for (size_t i = 0; i < n; i++) {
         float want;
         if (!collective_expected(op, p, r, root, n, i, value, &want)) continue;
         float got = get(buf, dt, i);
-        if (got == want) continue;
-        if (v->wrong++ == 0) {
-            v->count = (int64_t)n;
-            v->index = (int64_t)i;
-            v->dt = dt;
-            v->got = got;
-            v->want = want;
-        }
+        if (got != want) mark(v, n, i, dt, got, want);
     }
     free(buf);
+}
+
+// Member `from`'s block for member `to` in all_to_all_v's check: sizes that differ per
+// pair, empty ones included, about n elements.
+static size_t vcount(int from, int to, size_t n) {
+    return (size_t)(from + 2 * to) % 4 == n % 4 ? 0 : n * (size_t)((from + to) % 3 + 1) / 3 + (size_t)to;
+}
+
+// all_to_all_v with those blocks: each element must be the one its sender held at that
+// place (value() of the sender's offset), every received element written (recv starts
+// as NaNs), and the bytes sent exactly this rank's blocks for the others.
+static void check_all_to_all_v(Comm *c, Group *g, Algo a, size_t n, DType dt, Verdict *v) {
+    int p = g->size, r = g->rank;
+    size_t es = dtype_size(dt), sc[COMM_MAX_RANKS], rc[COMM_MAX_RANKS], stot = 0, rtot = 0;
+    for (int j = 0; j < p; j++) {
+        sc[j] = vcount(r, j, n), rc[j] = vcount(j, r, n);
+        stot += sc[j], rtot += rc[j];
+    }
+    void *send = xmalloc(stot * es + 4), *recv = xmalloc(rtot * es + 4);
+    fill(send, dt, r, stot);
+    memset(recv, 0xff, rtot * es);  // NaN in fp32 and bf16: equal to nothing
+    uint64_t before = comm_counters(c)[COLL_ALLTOALL].bytes_sent;
+    all_to_all_v(c, g, send, sc, recv, rc, dt, a);
+    if (a != ALGO_MPI) {
+        v->sent += (double)(comm_counters(c)[COLL_ALLTOALL].bytes_sent - before);
+        v->want_share += (double)(stot - sc[r]) * es;
+    }
+    size_t at = 0;
+    for (int i = 0; i < p; i++) {
+        size_t off = 0;  // where member i's block for this rank starts in its send buffer
+        for (int j = 0; j < r; j++) off += vcount(i, j, n);
+        for (size_t e = 0; e < rc[i]; e++, at++) {
+            float want = value(i, off + e), got = get(recv, dt, at);
+            if (got != want) mark(v, rtot, at, dt, got, want);
+        }
+    }
+    free(send);
+    free(recv);
 }
 
 // All-reduce of random fp32 against the serial sum in double; 1 if out of tolerance.
@@ -158,7 +207,8 @@ static size_t large_count(const Comm *c, int p) {
 }
 
 // Rank 0's line for one (collective, algorithm): the verdict, and where to look.
-static void report(const char *name, int with_random, int p, const Verdict *all, const char *what) {
+static void report(const char *name, CollOp op, int with_random, int p, const Verdict *all,
+                   const char *what) {
     // (p: the world's ranks, whose verdicts these are; the shards are those of the
     // group the first wrong rank ran in.)
     int64_t wrong = 0, rand_bad = 0;
@@ -182,7 +232,13 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
     int hier_ok = fabs(in - in_want) < 0.5 && fabs(across - across_want) < 0.5;
     int ok = wrong == 0 && rand_bad == 0 && bytes_ok && hier_ok;
     printf("%s %s  %s: %lld wrong elements", ok ? "PASS" : "FAIL", name, what, (long long)wrong);
-    if (want > 0 || sent > 0)
+    if ((want > 0 || sent > 0) && op == OP_ALL_TO_ALL)
+        printf("; the ranks sent %.0f bytes in all, %s each rank's p-1 blocks for the others%s",
+               sent, bytes_ok ? "=" : "!=",
+               bytes_ok ? "" : sent > want ? ": more (a rank's own block sent to itself? a block "
+                                             "sent twice?)"
+                                           : ": less (a block never sent?)");
+    else if (want > 0 || sent > 0)
         printf("; the ranks sent %.0f bytes in all, %s a ring's (p-1)/p of each buffer per "
                "rank and phase%s", sent,
                bytes_ok ? "=" : "!=",
@@ -208,8 +264,12 @@ static void report(const char *name, int with_random, int p, const Verdict *all,
         float input = value(v->grank, i);
         printf(". First: rank %d", first);
         if (v->gsize != p) printf(" (member %d of its group of %d)", v->grank, v->gsize);
-        printf(", count %zu (%s), element %zu in shard %d [%zu, %zu): got %g, want %g", n,
-               dtype_name((DType)v->dt), i, shard, lo, hi, v->got, v->want);
+        if (op == OP_ALL_TO_ALL)  // blocks, not shards: the buffer's element and values
+            printf(", %zu elements received (%s), element %zu: got %g, want %g", n,
+                   dtype_name((DType)v->dt), i, v->got, v->want);
+        else
+            printf(", count %zu (%s), element %zu in shard %d [%zu, %zu): got %g, want %g", n,
+                   dtype_name((DType)v->dt), i, shard, lo, hi, v->got, v->want);
         if (v->got == input) printf(" (= this rank's own input there: nothing arrived or was added)");
         else if (v->want != 0 && v->got == 2 * v->want) printf(" (twice the answer: added twice?)");
     }
@@ -231,7 +291,7 @@ int main(int argc, char **argv) {
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "host transport"),
         F_CHOICE("--shm-stores", &stores, "auto|cached|streaming", "how shm copies messages in "
                  "(auto streams only from 4 MiB, beyond the counts here: streaming tests that path)"),
-        F_CHOICE("--op", &op_s, "all|allreduce|reduce_scatter|all_gather|broadcast",
+        F_CHOICE("--op", &op_s, "all|allreduce|reduce_scatter|all_gather|broadcast|all_to_all",
                  "which collective to check"),
         F_BOOL("--large", &large, "one fp32 message whose shards exceed the transport's channel "
                "(catches a send waited for before its receive is posted)"),
@@ -318,22 +378,26 @@ int main(int argc, char **argv) {
             char what[96];
             if (large) {
                 check_exact(c, g, (CollOp)op, (Algo)a, big, DT_F32, &mine);
-                snprintf(what, sizeof what, "one message of %zu fp32 (shards > the %zu-byte channel)",
+                snprintf(what, sizeof what, "one message of %zu fp32 (shards > the %zu-byte eager limit)",
                          big, comm_channel_bytes(c));
             } else {
                 for (size_t k = 0; k < NCOUNTS; k++) {
                     check_exact(c, g, (CollOp)op, (Algo)a, counts[k], DT_F32, &mine);
                     check_exact(c, g, (CollOp)op, (Algo)a, counts[k], DT_BF16, &mine);
+                    if (op != OP_ALL_TO_ALL) continue;
+                    check_all_to_all_v(c, g, (Algo)a, counts[k], DT_F32, &mine);
+                    check_all_to_all_v(c, g, (Algo)a, counts[k], DT_BF16, &mine);
                 }
                 if (op == OP_ALLREDUCE) mine.rand_bad = check_random(c, g, (Algo)a, 4099);
-                snprintf(what, sizeof what, "%zu counts x fp32/bf16, exact", NCOUNTS);
+                snprintf(what, sizeof what, "%zu counts x fp32/bf16%s, exact", NCOUNTS,
+                         op == OP_ALL_TO_ALL ? ", equal and uneven blocks" : "");
             }
             // Verdicts travel by point-to-point, not by the collectives under test.
             if (r == 0) {
                 Verdict all[COMM_MAX_RANKS];
                 all[0] = mine;
                 for (int q = 1; q < p; q++) comm_recv(c, world, q, &all[q], sizeof all[q]);
-                report(name, op == OP_ALLREDUCE && !large, p, all, what);
+                report(name, (CollOp)op, op == OP_ALLREDUCE && !large, p, all, what);
             } else {
                 comm_send(c, world, 0, &mine, sizeof mine);
             }
