@@ -7,10 +7,11 @@
 //   recursive doubling     lg p (alpha + n beta)           (latency-optimal)
 //   all-to-all (n bytes per rank, p blocks): (p-1) alpha + (p-1)/p n beta, naive or
 //                          pairwise; they differ in who waits for whom (below)
-//   hierarchical (k a node, m nodes): the ring inside the node, 2(k-1)/k n bytes on
-//                          the fast links, and 2(m-1)/m n/k across: each rank sends
-//                          only its node's 1/k shard over the slow link, and the
-//                          nodes' k links carry the k shards at once
+//   hierarchical (k a node, m nodes): a ring reduce-scatter and all-gather inside the
+//                          node plus a gather to its leader and a scatter back,
+//                          2(k-1)/k n + 2(k-1)/k n bytes on the fast links; across, the
+//                          leaders' ring: 2(m-1)/m n on each node's slow link, against
+//                          the flat ring's 2(p-1)/p n
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,13 +162,31 @@ static int hier_groups(Comm *c, Group *g, Group *node, Group *across) {
     return 1;
 }
 
-// Reduce-scatter inside the node, all-reduce this rank's shard across the nodes,
-// all-gather inside the node: each on its own group (so the headers say which link a
-// message belongs to). Under the dispatcher's comm_coll_begin. Across two nodes the
-// all-reduce is one exchange of the whole shard (recursive doubling's one round): the
-// ring's bytes, without its half-way wait, at which the k flows sharing the slow link
-// each stalled until its slowest partner's half arrived (measured on 2 x 4 at 400 Mbit:
-// 0.42 s a call with the ring, 0.40 s with the exchange, 0.36 s predicted).
+// The node's shards to its leader (member 0) or, back, from it: the leader posts all
+// k-1 messages at once.
+static void leader_shards(Comm *c, Group *node, void *buf, size_t count, DType dt, int gather) {
+    int k = node->size, n = 0;
+    size_t es = dtype_size(dt), lo, hi;
+    CommRequest *q[COMM_MAX_RANKS];
+    for (int s = node->rank ? node->rank : 1; s < (node->rank ? node->rank + 1 : k); s++) {
+        shard_range(count, k, s, &lo, &hi);
+        int peer = node->rank ? 0 : s, in = gather == !node->rank;  // this rank receives
+        q[n++] = in ? comm_irecv(c, node, peer, at(buf, lo, dt), (hi - lo) * es, RECV_COPY, dt)
+                    : comm_isend(c, node, peer, at(buf, lo, dt), (hi - lo) * es);
+    }
+    comm_wait(c, q, n);
+}
+
+// Reduce-scatter inside the node, the node's shards gathered to its leader, the leaders'
+// all-reduce of the whole buffer across the nodes, the shards scattered back, all-gather
+// inside: each on its own group (so the headers say which link a message belongs to).
+// Under the dispatcher's comm_coll_begin. One flow per node on the slow link: the k
+// ranks of a node could each send their shard across at once (NCCL does, a network card
+// per GPU), but these nodes have one link each, and k TCP flows through its shallow
+// queue drop each other's packets (2 x 4 at 400 Mbit: 0.40-0.48 s a call against 0.36 s
+// predicted, unevenly). The gather and the scatter move (k-1)/k n inside, at memory
+// speed. Across two nodes the leaders' all-reduce is one exchange of the whole buffer
+// (recursive doubling's one round): the ring's bytes, without its half-way wait.
 static void hier_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
     CHECK(comm_launch_mode(c) != LAUNCH_MPIRUN, "all-reduce 'hier' under mpirun: its groups would be new "
           "MPI communicators at every call; use --algo mpi (MPI's own is hierarchical) or ring");
@@ -176,15 +195,20 @@ static void hier_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt)
         ring_allreduce(c, g, buf, count, dt);
         return;
     }
-    size_t lo, hi;
-    shard_range(count, node.size, node.rank, &lo, &hi);
+    int k = node.size;
     comm_coll_begin(c, &node, COLL_REDUCE_SCATTER, count, dt);
-    if (node.size > 1) ring_reduce_scatter(c, &node, buf, count, dt);
-    comm_coll_begin(c, &across, COLL_ALLREDUCE, hi - lo, dt);
-    if (across.size == 2) rd_allreduce(c, &across, at(buf, lo, dt), hi - lo, dt);
-    else if (across.size > 1) ring_allreduce(c, &across, at(buf, lo, dt), hi - lo, dt);
+    if (k > 1) ring_reduce_scatter(c, &node, buf, count, dt);
+    comm_coll_begin(c, &node, COLL_REDUCE, count, dt);
+    if (k > 1) leader_shards(c, &node, buf, count, dt, 1);
+    if (node.rank == 0) {  // the leaders, one a node: `across` is theirs
+        comm_coll_begin(c, &across, COLL_ALLREDUCE, count, dt);
+        if (across.size == 2) rd_allreduce(c, &across, buf, count, dt);
+        else if (across.size > 1) ring_allreduce(c, &across, buf, count, dt);
+    }
+    comm_coll_begin(c, &node, COLL_BROADCAST, count, dt);
+    if (k > 1) leader_shards(c, &node, buf, count, dt, 0);
     comm_coll_begin(c, &node, COLL_ALLGATHER, count, dt);
-    if (node.size > 1) ring_all_gather(c, &node, buf, count, dt);
+    if (k > 1) ring_all_gather(c, &node, buf, count, dt);
 }
 
 // ---------------------------------------------------------------- all-to-all

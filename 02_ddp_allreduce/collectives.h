@@ -28,8 +28,8 @@ typedef enum {
     ALGO_RD,         // recursive doubling (binomial tree for broadcast): lg p steps
     ALGO_MPI,        // the MPI library's own (needs mpirun)
     ALGO_NCCL,       // NCCL (GPU buffers; see comm_cuda.h)
-    ALGO_HIER,       // hierarchical all-reduce: the ring inside each node, then across
-                     // the nodes on one shard, then the ring inside again (nodes: comm_node_size)
+    ALGO_HIER,       // hierarchical all-reduce: reduced inside each node to its leader, the
+                     // leaders' all-reduce across the nodes, back inside (nodes: comm_node_size)
     ALGO_PAIRWISE,   // all-to-all in p-1 steps, each a permutation: step k sends to r+k and
                      // receives from r-k (alltoall.c, the exercise)
     ALGO_COUNT

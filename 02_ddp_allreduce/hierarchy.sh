@@ -12,9 +12,12 @@
 #    hier, each beside its prediction from those fits, and OpenMPI's MPI_Allreduce under
 #    mpirun --hostfile across the same nodes (where there is an MPI):
 #      ring  2(p-1) (alpha_x + n/p beta_x)          every step waits on its hop across nodes
-#      hier  2(k-1) (alpha_i + n/k beta_i)          reduce-scatter and all-gather in the node
-#          + 2(m-1) (alpha_x + n/m beta_x)          the node's k shards of n/(km) share its link
-#    (p = k m ranks, k a node, m nodes; x the link across, i the one inside).
+#      hier  4(k-1) (alpha_i + n/k beta_i)          reduce-scatter, gather to the leader,
+#                                                   scatter, all-gather: in the node
+#          + 2(m-1) (alpha_x + n/m beta_x)          the leaders' ring across the nodes
+#    (p = k m ranks, k a node, m nodes; x the link across, i the one inside, fitted with
+#    the layout's p ranks on this machine: 8 ranks on 2 cores move shared memory 5x
+#    slower than 2 do).
 # Writes OUT_DIR/links_alpha_beta.txt and OUT_DIR/hierarchy.txt. Needs root and network
 # namespaces: without them it says why and exits 77, having measured nothing.
 set -eu
@@ -37,12 +40,25 @@ bench() {  # bench NP NODES ALGO MIN MAX [ITERS]: "bytes microseconds" lines
 }
 {
     echo "# alpha-beta per class of link, fitted on a 2-rank ring all-reduce (t = 2 alpha + n beta),"
-    echo "# sizes 64 KiB .. 4 MiB, least squares weighted by 1/t^2 (relative error)"
+    echo "# sizes 64 KiB .. 4 MiB, least squares weighted by 1/t^2 (relative error); inside a node"
+    echo "# also with all of a layout's p ranks on this machine's cores (intra-pP: a p-rank ring,"
+    echo "# t = 2(p-1)(alpha + n/p beta)): more ranks than cores share them, and pay for it"
     echo "# link rate alpha_us beta_ns_per_B 1/beta_MB_per_s"
 } >"$out/links_alpha_beta.txt"
-read -r ai bi < <(bench 2 1 ring 64KiB 4MiB | alpha_beta_fit)
+# intra_fit P: "alpha_us beta_ns_per_B" of a P-rank ring on this machine.
+intra_fit() {
+    bench "$1" 1 ring 64KiB 4MiB | alpha_beta_fit |
+        awk -v p="$1" '{printf "%.3f %.4f\n", $1 / (p - 1), $2 * p / (2 * (p - 1))}'
+}
+read -r ai bi < <(intra_fit 2)
 printf 'intra shm %s %s %.1f\n' "$ai" "$bi" "$(awk -v b="$bi" 'BEGIN {print 1e3 / b}')" \
     >>"$out/links_alpha_beta.txt"
+declare -A intra_a intra_b
+for p in 4 8; do
+    read -r "intra_a[$p]" "intra_b[$p]" < <(intra_fit "$p")
+    printf 'intra-p%s shm %s %s %.1f\n' "$p" "${intra_a[$p]}" "${intra_b[$p]}" \
+        "$(awk -v b="${intra_b[$p]}" 'BEGIN {print 1e3 / b}')" >>"$out/links_alpha_beta.txt"
+done
 load0=$(load_now)
 {
     echo "# all-reduce of 16 MiB fp32 on 2 nodes joined by a link shaped to RATE (tbf, each"
@@ -71,10 +87,10 @@ for rate in $rates; do
                   --algo mpi --min-bytes "$n" --max-bytes "$n" --iters 5 --warmup 1 --timeout 120 |
                   awk '!/^#/ {print $5 / 1e6}')
         fi
-        awk -v L="$layout" -v R="$rate" -v n="$n" -v p="$p" -v k="$k" -v m="$m" -v ai="$ai" \
-            -v bi="$bi" -v ax="$ax" -v bx="$bx" -v ring="$ring" -v hier="$hier" -v mpi="$mpi" 'BEGIN {
+        awk -v L="$layout" -v R="$rate" -v n="$n" -v p="$p" -v k="$k" -v m="$m" -v ai="${intra_a[$p]}" \
+            -v bi="${intra_b[$p]}" -v ax="$ax" -v bx="$bx" -v ring="$ring" -v hier="$hier" -v mpi="$mpi" 'BEGIN {
             pr = 2 * (p - 1) * (ax * 1e-6 + n / p * bx * 1e-9)
-            ph = 2 * (k - 1) * (ai * 1e-6 + n / k * bi * 1e-9) + 2 * (m - 1) * (ax * 1e-6 + n / m * bx * 1e-9)
+            ph = 4 * (k - 1) * (ai * 1e-6 + n / k * bi * 1e-9) + 2 * (m - 1) * (ax * 1e-6 + n / m * bx * 1e-9)
             mbit = R + 0; if (R ~ /gbit$/) mbit *= 1000; else if (R ~ /kbit$/) mbit /= 1000
             bus = 2 * (p - 1) / p * n / 1e6  # MB moved per rank, nccl-tests style
             printf "%s %s %g %.3f %.3f %+.1f %.3f %.3f %+.1f %.2f %s %.1f %.1f %s\n", L, R, mbit, ring, pr,

@@ -45,8 +45,8 @@ if mpi_built; then
     done
 fi
 
-# The hierarchical all-reduce (collectives.c's ALGO_HIER: the ring inside each node,
-# then across the nodes on one shard, then inside again), its nodes given by
+# The hierarchical all-reduce (collectives.c's ALGO_HIER: reduced inside each node to
+# its leader, the leaders' all-reduce across the nodes, back inside), its nodes given by
 # COURSE_NODE_RANKS: 3 nodes of 2, and 2 nodes of 4 under subgroups (uneven there: the
 # flat ring). Each rank's bytes inside and across the nodes are the hierarchy's.
 run collectives-hier-np6-nodes2 "$BUILD/tests/test_collectives" --np 6 --node-ranks 2 --timeout 10

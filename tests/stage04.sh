@@ -7,6 +7,12 @@
 # 1e-4), the bytes against the formula, the ledger against the stage-01
 # calculator, and the replicated weights bitwise on every TP rank. Its model
 # (L=2 C=48 NH=12 T=12 V=251) splits over t = 1, 2, 3, 4 and pads its vocabulary.
+#
+# Context parallelism's pieces (cp.h), in one process: the placement of the sequence
+# (contiguous, zigzag), the merge of partial softmaxes against the full one, and
+# attention a (query run, key block) at a time, in a ring's order, against the core's
+# flash attention (tests/test_cp.c). cp.* checks: not graded yet.
+run cp-pieces "$BUILD/tests/test_cp"
 for t in 1 2 3 4; do
     run "tp-t$t" "$BUILD/tests/test_tp" --np "$t" --tp "$t" --timeout 20
     [ "$t" -gt 1 ] && run "tp-t$t-sp" "$BUILD/tests/test_tp" --np "$t" --tp "$t" --sp --timeout 20

@@ -77,7 +77,10 @@ typedef struct {
     // The hierarchical all-reduce's (ALGO_HIER, on the world only): the bytes this rank
     // sent to ranks of its own node and to other nodes (comm_link_bytes: where they
     // went, whatever the phase), and its share of what they must be: with m nodes of
-    // k ranks, 2m(k-1) n elements inside and 2(m-1) n across, summed over the ranks.
+    // k ranks, 2m((k-1) n + n - s0) elements inside (a node's ring reduce-scatter and
+    // all-gather, (k-1) n each, and its leader's gather and scatter of every shard but
+    // its own s0 elements: about 2m(k-1)(k+1)/k n) and 2(m-1) n across (the leaders'
+    // ring), summed over the ranks.
     double inside, inside_want, across, across_want;
 } Verdict;
 
@@ -117,7 +120,10 @@ static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt
         v->inside += (double)sent.inside;
         v->across += (double)sent.across;
         v->across_want += 2 * (m - 1) * e / p;
-        v->inside_want += 2 * m * (nk - 1) * e / p;
+        size_t lo, hi;  // the leader's own shard: what its gather and scatter do not move
+        shard_range(n, (int)nk, 0, &lo, &hi);
+        double mine = (double)(hi - lo) * dtype_size(dt);
+        v->inside_want += m * (2 * (nk - 1) * e + 2 * (e - mine)) / p;
     }
     if (a == ALGO_RING && op != OP_BROADCAST) {
         v->sent += (double)(comm_counters(c)[coll_kind(op)].bytes_sent - before);
@@ -248,7 +254,7 @@ static void report(const char *name, CollOp op, int with_random, int p, const Ve
                                              "counted elsewhere: call ring_reduce_scatter and "
                                              "ring_all_gather directly, not the dispatchers)");
     if (in_want > 0 || across_want > 0)
-        printf("; inside the nodes %.0f bytes %s 2m(k-1)n, across them %.0f %s 2(m-1)n "
+        printf("; inside the nodes %.0f bytes %s 2m((k-1)n + n - s0), across them %.0f %s 2(m-1)n "
                "(m nodes of k ranks)", in, fabs(in - in_want) < 0.5 ? "=" : "!=", across,
                fabs(across - across_want) < 0.5 ? "=" : "!=");
     if (first >= 0) printf(" on %d of %d ranks", bad_ranks, p);

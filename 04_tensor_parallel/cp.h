@@ -1,0 +1,62 @@
+// cp.h — context parallelism: the sequence cut over the cp ranks of a group, and
+// attention computed a block of keys at a time so that no rank ever holds more than
+// its own chunk of queries and one block of keys and values.
+//
+//   zigzag.c         which tokens each rank holds: contiguous chunks, or zigzag
+//                    (rank i holds chunks i and 2cp-1-i: the same causal work on
+//                    every rank)                                          (exercise)
+//   softmax_merge.c  two partial softmax-weighted sums of the same queries over
+//                    disjoint sets of keys, merged into the sum over both, by their
+//                    log-sum-exps (the online softmax across ranks)       (exercise)
+//   cp_attention.c   one (query run, key block) pair of causal attention, forward
+//                    to a partial result, backward to its share of dQ, dK, dV
+//
+// Shapes: a head's queries, keys and values are rows of hs floats with a row stride
+// (ld: 3C inside the GPT's fused qkv); a run of rows is a contiguous range of global
+// positions [start, start + len) of the sequence. Causal: query i sees key j iff
+// j <= i, in global positions, whichever ranks hold them.
+#pragma once
+#include <stddef.h>
+
+// ---- which tokens a rank holds (zigzag.c) ----
+typedef struct {
+    int n;              // runs: 1 (contiguous) or 2 (zigzag)
+    int start[2], len[2];
+} CpRuns;
+// The runs of rank `rank` of cp for a sequence of T tokens. Contiguous: one run of
+// T/cp; zigzag: runs of T/(2cp) at chunks rank and 2cp-1-rank. Returns 0, or -1 when
+// cp does not divide T so (cp for contiguous, 2cp for zigzag): refused, never padded
+// silently.
+int cp_runs(int T, int cp, int rank, int zigzag, CpRuns *out);
+// The causal (query, key) pairs rank `rank` computes: sum over its queries of the keys
+// at or before them. The work each rank does, to compare placements.
+long long cp_causal_pairs(int T, int cp, int rank, int zigzag);
+
+// ---- merging partial attention (softmax_merge.c) ----
+// (out, lse) holds n rows: each row an output of hs floats, softmax-weighted over some
+// keys (normalised: weights summing to 1), and lse the log of the sum of the exps of
+// those scores; -INFINITY and an output of zeros when the row saw no key yet. Merge
+// (out_b, lse_b), the same rows over other keys, into it: afterwards the row is the
+// softmax-weighted sum over both sets, and lse = log(exp(lse) + exp(lse_b)), computed
+// without overflow for any finite scores. ld_out, ld_b: the outputs' row strides.
+void softmax_merge(float *out, float *lse, int ld_out, const float *out_b, const float *lse_b,
+                   int ld_b, int n, int hs);
+
+// ---- one block of causal attention (cp_attention.c) ----
+typedef struct {
+    const float *q, *k, *v;  // row 0 of each: global positions q0 and k0
+    int ld;                  // their row stride
+    int nq, nk, hs;          // query rows, key rows, head size
+    int q0, k0;              // global positions of the first query and the first key
+} CpBlock;
+// The partial result of b's queries over b's keys, causal: out (nq rows, stride ldo)
+// normalised over the keys each query sees, lse per row; a row that sees none gets
+// zeros and -INFINITY. Blocks entirely in the future (k0 > the last query) are the
+// caller's to skip: cp_block_sees says so.
+void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse);
+int cp_block_sees(const CpBlock *b);  // 1 if some query sees some key
+// The backward of one block, given the queries' final lse (over all keys) and
+// D = rowsum(dout * out) of their final output: adds the block's share into dq (nq
+// rows), dk and dv (nk rows), all of stride ldd. dout: stride ldo.
+void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float *lse,
+                       const float *D, float *dq, float *dk, float *dv, int ldd);

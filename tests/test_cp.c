@@ -1,0 +1,246 @@
+// test_cp.c — context parallelism's pieces in one process (04_tensor_parallel/cp.h):
+// the placement of the sequence on the ranks, the merge of partial softmaxes, and
+// attention computed one (query run, key block) pair at a time, against the whole.
+//
+// The merge against the full softmax in float64, 1e-6 relative (a merge of two
+// fp32 partials rounds a few times per element), on rows that stress it: scores of
+// +-1e4 (exp overflows unless the maximum is subtracted), a part that saw no key, a
+// row that saw none in either part. The blocked attention against the core's flash
+// attention (one process, the whole sequence): every key block of every rank, in the
+// ring's order, merged into each rank's queries, then the backward block by block:
+// out, lse and dqkv within 1e-5 (fp32; the sums split by block instead of by tile).
+// And the check's power: a backward that pairs one block's scores with the previous
+// ring step's K/V, the bug a ring that overwrites its buffer too early makes, must
+// come out far beyond that tolerance.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cp.h"
+#include "harness.h"
+#include "ops.h"
+#include "rng.h"
+
+static Ctx ctx;
+static Rng rng;
+
+static void test_runs(TestState *ts) {
+    int bad = 0, refused = 0;
+    for (int T = 1; T <= 48; T++)
+        for (int cp = 1; cp <= 6; cp++)
+            for (int z = 0; z < 2; z++) {
+                int *seen = xcalloc((size_t)T, sizeof(int)), ok = 1;
+                for (int r = 0; r < cp; r++) {
+                    CpRuns runs;
+                    if (cp_runs(T, cp, r, z, &runs) != 0) { ok = 0; break; }
+                    for (int k = 0; k < runs.n; k++)
+                        for (int i = runs.start[k]; i < runs.start[k] + runs.len[k]; i++)
+                            if (i >= 0 && i < T) seen[i]++;
+                            else bad++;
+                }
+                int divides = T % (z ? 2 * cp : cp) == 0;
+                if (ok != divides) bad++;  // refused exactly when cp does not divide
+                if (!ok) refused++;
+                for (int i = 0; ok && i < T; i++) bad += seen[i] != 1;
+                free(seen);
+            }
+    test_report(ts, bad == 0, "cp.runs.cover_once", "T = 1..48, cp = 1..6, contiguous and zigzag: "
+                "every token on exactly one rank, %d layouts refused (cp or 2cp does not divide "
+                "T), %d errors", refused, bad);
+    for (int cp = 2; cp <= 4; cp++) {
+        int T = 2 * cp * 512;
+        long long zmin = -1, zmax = 0, cmin = -1, cmax = 0;
+        for (int r = 0; r < cp; r++) {
+            long long z = cp_causal_pairs(T, cp, r, 1), c = cp_causal_pairs(T, cp, r, 0);
+            zmin = zmin < 0 || z < zmin ? z : zmin, zmax = z > zmax ? z : zmax;
+            cmin = cmin < 0 || c < cmin ? c : cmin, cmax = c > cmax ? c : cmax;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "cp.zigzag.balanced.cp%d", cp);
+        double zi = (double)zmax / zmin - 1, ci = (double)cmax / cmin;
+        test_report(ts, zi <= 0.05 && ci > 1.5, name, "causal pairs per rank at T = %d: zigzag "
+                    "max/min - 1 = %.2f %% (target <= 5 %%); contiguous: the last rank %.2f x the "
+                    "first's (2cp-1 = %d in the limit)", T, 100 * zi, ci, 2 * cp - 1);
+    }
+}
+
+// The softmax of row `s` (n scores) over the keys with mask[j] set, in float64: the
+// weighted sum of v's rows (hs) into o, and its log-sum-exp (-inf if no key).
+static double softmax_ref(const double *s, const unsigned char *mask, const float *v, int n,
+                          int hs, double *o) {
+    double m = -INFINITY, l = 0;
+    for (int j = 0; j < n; j++) if (mask[j] && s[j] > m) m = s[j];
+    for (int d = 0; d < hs; d++) o[d] = 0;
+    if (m == -INFINITY) return -INFINITY;
+    for (int j = 0; j < n; j++) {
+        if (!mask[j]) continue;
+        double w = exp(s[j] - m);
+        l += w;
+        for (int d = 0; d < hs; d++) o[d] += w * v[(size_t)j * hs + d];
+    }
+    for (int d = 0; d < hs; d++) o[d] /= l;
+    return m + log(l);
+}
+
+static void test_merge(TestState *ts) {
+    enum { ROWS = 9, N = 40, HS = 8 };
+    float *v = xmalloc(sizeof(float) * N * HS);
+    rng_fill_normal(&rng, v, N * HS, 0.0f, 1.0f);
+    float oa[ROWS * HS], ob[ROWS * HS], la[ROWS], lb[ROWS];
+    double want[ROWS * HS], lwant[ROWS], tmp[HS];
+    for (int r = 0; r < ROWS; r++) {
+        double s[N];
+        unsigned char in_a[N], in_b[N], both[N];
+        for (int j = 0; j < N; j++) {
+            s[j] = 3.0 * rng_normal(&rng);
+            if (r == 1) s[j] += 1e4;              // huge: exp overflows without the max
+            if (r == 2) s[j] -= 1e4;              // tiny: exp underflows to 0 without it
+            if (r == 3) s[j] += j < N / 2 ? 60.0 : -60.0;  // parts of very different weight
+            in_a[j] = (unsigned char)(r == 4 ? 0 : r == 5 ? 1 : j % 3 != 0);  // 4: A saw nothing
+            in_b[j] = (unsigned char)(r == 5 ? 0 : !in_a[j]);                 // 5: B saw nothing
+            if (r == 6) in_a[j] = in_b[j] = 0;                                  // 6: neither
+            both[j] = in_a[j] | in_b[j];
+        }
+        la[r] = (float)softmax_ref(s, in_a, v, N, HS, tmp);
+        for (int d = 0; d < HS; d++) oa[r * HS + d] = (float)tmp[d];
+        lb[r] = (float)softmax_ref(s, in_b, v, N, HS, tmp);
+        for (int d = 0; d < HS; d++) ob[r * HS + d] = (float)tmp[d];
+        lwant[r] = softmax_ref(s, both, v, N, HS, &want[r * HS]);
+    }
+    softmax_merge(oa, la, HS, ob, lb, HS, ROWS, HS);
+    // Per row: 1e-6, plus what fp32 lse's themselves carry: each is within half an ulp,
+    // 2^-24 |lse|, and a weight exp(lse_a - lse) inherits both errors, 2^-23 |lse|
+    // relative (1.2e-3 at |lse| = 1e4; attention's scores are O(10) in practice).
+    double worst = 0, lworst = 0;  // error / tolerance
+    int empty_ok = 1;
+    for (int r = 0; r < ROWS; r++) {
+        if (lwant[r] == -INFINITY) {
+            empty_ok &= la[r] == -INFINITY;
+            for (int d = 0; d < HS; d++) empty_ok &= oa[r * HS + d] == 0.0f;
+            continue;
+        }
+        double num = 0, den = 0;
+        for (int d = 0; d < HS; d++) {
+            double e = oa[r * HS + d] - want[r * HS + d];
+            num += e * e, den += want[r * HS + d] * want[r * HS + d];
+        }
+        double tol = 1e-6 + ldexp(fabs(lwant[r]), -22);
+        worst = max_err(worst, sqrt(num / den) / tol);
+        lworst = max_err(lworst, fabs(la[r] - lwant[r]) / fmax(1.0, fabs(lwant[r])) / 1e-6);
+    }
+    test_report(ts, worst <= 1 && lworst <= 1 && empty_ok, "cp.merge.equals_full_softmax",
+                "%d rows (scores +1e4, -1e4, parts 120 apart, A empty, B empty, neither): out "
+                "error %.2f of its tolerance (1e-6 + 2^-22 |lse|), lse %.2f of 1e-6 relative; "
+                "the row no part saw %s", ROWS, worst, lworst,
+                empty_ok ? "stays zeros and -inf" : "CHANGED (NaN?)");
+    free(v);
+}
+
+// Every rank's runs, in rank order: the key blocks of a ring.
+typedef struct { int n, start[16], len[16], owner[16]; } Layout;
+
+static Layout layout_of(int T, int cp, int zigzag) {
+    Layout L = {0};
+    for (int r = 0; r < cp; r++) {
+        CpRuns runs;
+        CHECK(cp_runs(T, cp, r, zigzag, &runs) == 0, "T %d cp %d", T, cp);
+        for (int k = 0; k < runs.n; k++)
+            L.start[L.n] = runs.start[k], L.len[L.n] = runs.len[k], L.owner[L.n++] = r;
+    }
+    return L;
+}
+
+// Blocked attention of one head over layout L, ring order: rank r's runs see the key
+// blocks of ranks r, r-1, r-2, ... (what a ring passes it). stale: in the backward, the
+// last rank's second ring step uses the K/V of its first (the previous block). Returns the rel
+// errors of out, lse and dqkv against the core's flash attention.
+static void blocked(const float *qkv, const float *dout, int T, int C, int NH, int cp, int zigzag,
+                    int stale, double err[3]) {
+    int hs = C / NH, ld = 3 * C;
+    Layout L = layout_of(T, cp, zigzag);
+    float *out = xcalloc((size_t)T * C, 4), *lse = xcalloc((size_t)NH * T, 4);
+    float *po = xmalloc(sizeof(float) * T * hs), *pl = xmalloc(sizeof(float) * T);
+    float *dqkv = xcalloc((size_t)T * ld, 4), *D = xmalloc(sizeof(float) * T);
+    for (int h = 0; h < NH; h++) {
+        const float *q = qkv + h * hs, *k = q + C, *v = q + 2 * C;
+        float *o = out + h * hs, *l = lse + (size_t)h * T;
+        for (int i = 0; i < T; i++) l[i] = -INFINITY;
+        for (int a = 0; a < L.n; a++)        // the query runs, each rank's own
+            for (int step = 0; step < cp; step++)
+                for (int b = 0; b < L.n; b++) {
+                    if (L.owner[b] != (L.owner[a] - step + cp) % cp) continue;
+                    CpBlock blk = {q + (size_t)L.start[a] * ld, k + (size_t)L.start[b] * ld,
+                                   v + (size_t)L.start[b] * ld, ld, L.len[a], L.len[b], hs,
+                                   L.start[a], L.start[b]};
+                    if (!cp_block_sees(&blk)) continue;  // entirely in the future: skipped
+                    cp_block_forward(&blk, po, hs, pl);
+                    softmax_merge(o + (size_t)L.start[a] * C, l + L.start[a], C, po, pl, hs,
+                                  L.len[a], hs);
+                }
+        for (int i = 0; i < T; i++) {  // D = rowsum(dout * out)
+            double s = 0;
+            for (int d = 0; d < hs; d++) s += dout[(size_t)i * C + h * hs + d] * o[(size_t)i * C + d];
+            D[i] = (float)s;
+        }
+        float *dq = dqkv + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+        for (int a = 0; a < L.n; a++)
+            for (int step = 0; step < cp; step++)
+                for (int b = 0; b < L.n; b++) {
+                    if (L.owner[b] != (L.owner[a] - step + cp) % cp) continue;
+                    // The block whose K/V the scores are paired with: on the last rank's
+                    // second step, stale, the first step's (its own, one rank on).
+                    int kv = stale && L.owner[a] == cp - 1 && step == 1 ? b + L.n / cp : b;
+                    CpBlock blk = {q + (size_t)L.start[a] * ld, k + (size_t)L.start[kv] * ld,
+                                   v + (size_t)L.start[kv] * ld, ld, L.len[a], L.len[b], hs,
+                                   L.start[a], L.start[b]};
+                    cp_block_backward(&blk, dout + (size_t)L.start[a] * C + h * hs, C,
+                                      l + L.start[a], D + L.start[a], dq + (size_t)L.start[a] * ld,
+                                      dk + (size_t)L.start[b] * ld, dv + (size_t)L.start[b] * ld, ld);
+                }
+    }
+    float *fo = xcalloc((size_t)T * C, 4), *fl = xcalloc((size_t)NH * T, 4);
+    float *fd = xcalloc((size_t)T * ld, 4);
+    ctx.ops->flash_attention_forward(&ctx, fo, fl, qkv, 1, T, C, NH, DT_F32);
+    ctx.ops->flash_attention_backward(&ctx, fd, dout, qkv, fo, fl, 1, T, C, NH, DT_F32);
+    err[0] = rel_error(out, fo, (size_t)T * C);
+    err[1] = rel_error(lse, fl, (size_t)NH * T);
+    err[2] = rel_error(dqkv, fd, (size_t)T * ld);
+    free(out); free(lse); free(po); free(pl); free(dqkv); free(D); free(fo); free(fl); free(fd);
+}
+
+static void test_blocked(TestState *ts) {
+    int C = 48, NH = 4;
+    for (int cp = 2; cp <= 4; cp++)
+        for (int z = 0; z < 2; z++) {
+            int T = 2 * cp * 37;  // runs of 37 or 74 rows: tiles of 64 and a short one
+            float *qkv = xmalloc(sizeof(float) * T * 3 * C), *dout = xmalloc(sizeof(float) * T * C);
+            rng_fill_normal(&rng, qkv, (size_t)T * 3 * C, 0.0f, 1.0f);
+            rng_fill_normal(&rng, dout, (size_t)T * C, 0.0f, 1.0f);
+            double e[3], s[3];
+            blocked(qkv, dout, T, C, NH, cp, z, 0, e);
+            blocked(qkv, dout, T, C, NH, cp, z, 1, s);
+            char name[64];
+            snprintf(name, sizeof name, "cp.blocked.%s.cp%d", z ? "zigzag" : "contiguous", cp);
+            test_report(ts, e[0] <= 1e-5 && e[1] <= 1e-5 && e[2] <= 1e-5 && s[2] > 1e-3, name,
+                        "T = %d, %d heads of %d, every key block in ring order, merged: out %.2e, "
+                        "lse %.2e, dqkv %.2e against the core's flash attention (tol 1e-5); a "
+                        "backward with the previous step's K/V on the last rank: dqkv %.2e (must "
+                        "exceed "
+                        "1e-3)", T, NH, C / NH, e[0], e[1], e[2], s[2]);
+            free(qkv);
+            free(dout);
+        }
+}
+
+int main(void) {
+    ctx_init(&ctx, DEV_CPU, 1, 0);
+    rng_seed(&rng, 4242);
+    TestState ts = {0};
+    test_runs(&ts);
+    test_merge(&ts);
+    test_blocked(&ts);
+    ctx_destroy(&ctx);
+    return test_finish(&ts);
+}
