@@ -10,6 +10,12 @@
 //                    log-sum-exps (the online softmax across ranks)       (exercise)
 //   cp_attention.c   one (query run, key block) pair of causal attention, forward
 //                    to a partial result, backward to its share of dQ, dK, dV
+//   ring_attention.c the ring: each rank keeps its queries, the keys and values go
+//                    round the cp ranks a block at a time (their gradients too, and
+//                    home), every block merged in
+//   ulysses.c        Ulysses: an all-to-all trades the split of the sequence for a split
+//                    of the heads, attention runs whole on each rank's heads, and an
+//                    all-to-all trades back
 //
 // Shapes: a head's queries, keys and values are rows of hs floats with a row stride
 // (ld: 3C inside the GPT's fused qkv); a run of rows is a contiguous range of global
@@ -17,6 +23,9 @@
 // j <= i, in global positions, whichever ranks hold them.
 #pragma once
 #include <stddef.h>
+
+#include "collectives.h"
+#include "ctx.h"
 
 // ---- which tokens a rank holds (zigzag.c) ----
 typedef struct {
@@ -45,7 +54,7 @@ void softmax_merge(float *out, float *lse, int ld_out, const float *out_b, const
 // ---- one block of causal attention (cp_attention.c) ----
 typedef struct {
     const float *q, *k, *v;  // row 0 of each: global positions q0 and k0
-    int ld;                  // their row stride
+    int ldq, ldk;            // row strides: of the queries, of the keys and the values
     int nq, nk, hs;          // query rows, key rows, head size
     int q0, k0;              // global positions of the first query and the first key
 } CpBlock;
@@ -57,6 +66,37 @@ void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse);
 int cp_block_sees(const CpBlock *b);  // 1 if some query sees some key
 // The backward of one block, given the queries' final lse (over all keys) and
 // D = rowsum(dout * out) of their final output: adds the block's share into dq (nq
-// rows), dk and dv (nk rows), all of stride ldd. dout: stride ldo.
+// rows, stride lddq), dk and dv (nk rows, stride lddk). dout: stride ldo.
 void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float *lse,
-                       const float *D, float *dq, float *dk, float *dv, int ldd);
+                       const float *D, float *dq, int lddq, float *dk, float *dv, int lddk);
+
+// ---- ring attention (ring_attention.c) ----
+typedef struct {
+    Comm *comm;
+    Group *group;   // the cp ranks, in ring order
+    int zigzag;     // placement: zigzag.c's
+    Algo algo;      // Ulysses' all-to-all (stage 02's: naive, pairwise or mpi)
+    Ctx *ctx;       // Ulysses' attention: the core's flash attention on this context
+} ContextParallel;
+// This rank's tokens of a T-token sequence: Tl = T / cp rows, its runs one after the
+// other (cp_runs). qkv (B, Tl, 3C) the GPT's fused projections of those rows; out
+// (B, Tl, C) and lse (B, NH, Tl) as the core's flash attention writes them for the whole
+// sequence, restricted to these rows. Every rank of the group calls it.
+void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const float *qkv, int B,
+                            int T, int C, int NH);
+// dqkv (B, Tl, 3C) += the gradient of those rows' q, k and v: dq from this rank's
+// queries against every block; dk, dv from every rank's queries against this rank's
+// block, accumulated as the block goes round and sent home.
+void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout,
+                             const float *qkv, const float *out, const float *lse, int B, int T,
+                             int C, int NH);
+
+// ---- Ulysses (ulysses.c) ----
+// The same contract as the ring's, for NH heads that cp divides (refused otherwise,
+// naming both); lse (B, NH, Tl floats) holds this rank's NH/cp heads over the whole
+// sequence, (B, NH/cp, T), as its backward wants it.
+void ulysses_attention_forward(ContextParallel *cp, float *out, float *lse, const float *qkv,
+                               int B, int T, int C, int NH);
+void ulysses_attention_backward(ContextParallel *cp, float *dqkv, const float *dout,
+                                const float *qkv, const float *out, const float *lse, int B,
+                                int T, int C, int NH);

@@ -32,8 +32,8 @@ int cp_block_sees(const CpBlock *b) { return b->nq > 0 && b->nk > 0 && keys_seen
 // S (rows x nk, stride nk) = Q[i0 .. i0+rows) K^T / sqrt(hs).
 static void scores(const CpBlock *b, float *S, int i0, int rows) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, b->nk, b->hs,
-                1.0f / sqrtf((float)b->hs), b->q + (size_t)i0 * b->ld, b->ld, b->k, b->ld, 0.0f, S,
-                b->nk);
+                1.0f / sqrtf((float)b->hs), b->q + (size_t)i0 * b->ldq, b->ldq, b->k, b->ldk, 0.0f,
+                S, b->nk);
 }
 
 void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse) {
@@ -55,13 +55,13 @@ void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse) {
         for (int r = 0; r < rows; r++) memset(o + (size_t)r * ldo, 0, sizeof(float) * b->hs);
         if (b->nk)  // O = P V (rows that saw nothing: P = 0, O = 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, b->hs, b->nk, 1.0f, S,
-                        b->nk, b->v, b->ld, 0.0f, o, ldo);
+                        b->nk, b->v, b->ldk, 0.0f, o, ldo);
     }
     free(S);
 }
 
 void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float *lse,
-                       const float *D, float *dq, float *dk, float *dv, int ldd) {
+                       const float *D, float *dq, int lddq, float *dk, float *dv, int lddk) {
     if (!cp_block_sees(b)) return;
     float scale = 1.0f / sqrtf((float)b->hs);
     float *P = xmalloc(sizeof(float) * FLASH_BR * (size_t)b->nk);
@@ -72,7 +72,7 @@ void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float
         scores(b, P, i0, rows);
         // dP = dout V^T
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, b->nk, b->hs, 1.0f,
-                    dout + (size_t)i0 * ldo, ldo, b->v, b->ld, 0.0f, dP, b->nk);
+                    dout + (size_t)i0 * ldo, ldo, b->v, b->ldk, 0.0f, dP, b->nk);
         for (int r = 0; r < rows; r++) {
             float *p = P + (size_t)r * b->nk, *dp = dP + (size_t)r * b->nk;
             int seen = keys_seen(b, i0 + r);
@@ -80,13 +80,13 @@ void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float
             for (int j = 0; j < b->nk; j++) p[j] = j < seen ? fast_expf(p[j] - L) : 0.0f;
             for (int j = 0; j < b->nk; j++) dp[j] = j < seen ? p[j] * (dp[j] - Dr) : 0.0f;
         }
-        const float *q = b->q + (size_t)i0 * b->ld;
+        const float *q = b->q + (size_t)i0 * b->ldq;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, b->nk, b->hs, rows, 1.0f, P, b->nk,
-                    dout + (size_t)i0 * ldo, ldo, 1.0f, dv, ldd);
+                    dout + (size_t)i0 * ldo, ldo, 1.0f, dv, lddk);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, b->hs, b->nk, scale, dP,
-                    b->nk, b->k, b->ld, 1.0f, dq + (size_t)i0 * ldd, ldd);
+                    b->nk, b->k, b->ldk, 1.0f, dq + (size_t)i0 * lddq, lddq);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, b->nk, b->hs, rows, scale, dP, b->nk,
-                    q, b->ld, 1.0f, dk, ldd);
+                    q, b->ldq, 1.0f, dk, lddk);
     }
     free(P);
     free(dP);

@@ -11,8 +11,26 @@
 # Context parallelism's pieces (cp.h), in one process: the placement of the sequence
 # (contiguous, zigzag), the merge of partial softmaxes against the full one, and
 # attention a (query run, key block) at a time, in a ring's order, against the core's
-# flash attention (tests/test_cp.c). cp.* checks: not graded yet.
+# flash attention (tests/test_cp.c). Then ring attention and Ulysses between cp = 2, 3,
+# 4 ranks, contiguous and zigzag: each rank's out, lse and dqkv against one process's
+# flash attention over the whole sequence (Ulysses bitwise), and the bytes each rank
+# sent. cp.* checks: not graded yet.
 run cp-pieces "$BUILD/tests/test_cp"
+for n in 2 3 4; do
+    run "cp-np$n" "$BUILD/tests/test_cp" --np "$n" --timeout 20
+done
+# Ulysses with heads that cp does not divide: refused, naming both, before any work.
+s4_ulysses_refuses() {
+    local out rc=0
+    echo "PLAN cp.ulysses.refuses_heads"
+    out=$("$BUILD/tests/test_cp" --np 3 --ulysses-heads 4 --timeout 10 2>&1) || rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "4 heads do not split over 3 context-parallel ranks" <<<"$out"; then
+        echo "PASS cp.ulysses.refuses_heads  exit $rc: $(grep -m1 -o 'Ulysses: 4 heads[^(]*' <<<"$out")"
+    else
+        echo "FAIL cp.ulysses.refuses_heads  exit $rc, want a refusal naming 4 heads and 3 ranks: $(tail -n 2 <<<"$out")"
+    fi
+}
+run cp-ulysses-refuses s4_ulysses_refuses
 for t in 1 2 3 4; do
     run "tp-t$t" "$BUILD/tests/test_tp" --np "$t" --tp "$t" --timeout 20
     [ "$t" -gt 1 ] && run "tp-t$t-sp" "$BUILD/tests/test_tp" --np "$t" --tp "$t" --sp --timeout 20

@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "cp.h"
+#include "flags.h"
 #include "harness.h"
 #include "ops.h"
 #include "rng.h"
@@ -172,7 +173,7 @@ static void blocked(const float *qkv, const float *dout, int T, int C, int NH, i
                 for (int b = 0; b < L.n; b++) {
                     if (L.owner[b] != (L.owner[a] - step + cp) % cp) continue;
                     CpBlock blk = {q + (size_t)L.start[a] * ld, k + (size_t)L.start[b] * ld,
-                                   v + (size_t)L.start[b] * ld, ld, L.len[a], L.len[b], hs,
+                                   v + (size_t)L.start[b] * ld, ld, ld, L.len[a], L.len[b], hs,
                                    L.start[a], L.start[b]};
                     if (!cp_block_sees(&blk)) continue;  // entirely in the future: skipped
                     cp_block_forward(&blk, po, hs, pl);
@@ -193,11 +194,12 @@ static void blocked(const float *qkv, const float *dout, int T, int C, int NH, i
                     // second step, stale, the first step's (its own, one rank on).
                     int kv = stale && L.owner[a] == cp - 1 && step == 1 ? b + L.n / cp : b;
                     CpBlock blk = {q + (size_t)L.start[a] * ld, k + (size_t)L.start[kv] * ld,
-                                   v + (size_t)L.start[kv] * ld, ld, L.len[a], L.len[b], hs,
+                                   v + (size_t)L.start[kv] * ld, ld, ld, L.len[a], L.len[b], hs,
                                    L.start[a], L.start[b]};
                     cp_block_backward(&blk, dout + (size_t)L.start[a] * C + h * hs, C,
                                       l + L.start[a], D + L.start[a], dq + (size_t)L.start[a] * ld,
-                                      dk + (size_t)L.start[b] * ld, dv + (size_t)L.start[b] * ld, ld);
+                                      ld, dk + (size_t)L.start[b] * ld,
+                                      dv + (size_t)L.start[b] * ld, ld);
                 }
     }
     float *fo = xcalloc((size_t)T * C, 4), *fl = xcalloc((size_t)NH * T, 4);
@@ -234,13 +236,131 @@ static void test_blocked(TestState *ts) {
         }
 }
 
-int main(void) {
+// This rank's rows of x (B, T, width): its runs, one after the other.
+static void local_rows(float *dst, const float *x, int B, int T, int width, const CpRuns *r) {
+    int Tl = r->len[0] + (r->n > 1 ? r->len[1] : 0);
+    for (int b = 0; b < B; b++) {
+        int row = 0;
+        for (int k = 0; k < r->n; k++)
+            for (int t = r->start[k]; t < r->start[k] + r->len[k]; t++, row++)
+                memcpy(dst + ((size_t)b * Tl + row) * width, x + ((size_t)b * T + t) * width,
+                       sizeof(float) * width);
+    }
+}
+
+// Ring attention (ulysses 0) or Ulysses (1) on the group's ranks against the core's
+// flash attention over the whole sequence (every rank computes it, from the same seed):
+// out, lse and dqkv of this rank's rows (Ulysses: lse of its heads); and the bytes. The
+// ring: (cp-1) blocks of K, V forward, cp blocks of K, V, dK, dV backward (the last pass
+// takes the gradients home). Ulysses: (cp-1)/cp of q, k, v and of the output forward
+// (4C a token), of q, k, v, out, dout and dqkv backward (8C).
+static void test_layout(TestState *ts, Comm *c, int ulysses, int zigzag) {
+    Group *g = comm_world(c);
+    int p = g->size, r = g->rank, B = 2, C = 96, NH = 12, T = 2 * p * 37, Tl = T / p;
+    float *qkv = xmalloc(sizeof(float) * B * T * 3 * C), *dout = xmalloc(sizeof(float) * B * T * C);
+    rng_seed(&rng, 777);
+    rng_fill_normal(&rng, qkv, (size_t)B * T * 3 * C, 0.0f, 1.0f);
+    rng_fill_normal(&rng, dout, (size_t)B * T * C, 0.0f, 1.0f);
+    float *fo = xcalloc((size_t)B * T * C, 4), *fl = xcalloc((size_t)B * NH * T, 4);
+    float *fd = xcalloc((size_t)B * T * 3 * C, 4);
+    ctx.ops->flash_attention_forward(&ctx, fo, fl, qkv, B, T, C, NH, DT_F32);
+    ctx.ops->flash_attention_backward(&ctx, fd, dout, qkv, fo, fl, B, T, C, NH, DT_F32);
+    CpRuns runs;
+    CHECK(cp_runs(T, p, r, zigzag, &runs) == 0, "T %d", T);
+    float *lq = xmalloc(sizeof(float) * B * Tl * 3 * C), *ld = xmalloc(sizeof(float) * B * Tl * C);
+    float *want_o = xmalloc(sizeof(float) * B * Tl * C), *want_d = xmalloc(sizeof(float) * B * Tl * 3 * C);
+    local_rows(lq, qkv, B, T, 3 * C, &runs);
+    local_rows(ld, dout, B, T, C, &runs);
+    local_rows(want_o, fo, B, T, C, &runs);
+    local_rows(want_d, fd, B, T, 3 * C, &runs);
+    float *want_l = xmalloc(sizeof(float) * B * NH * Tl);
+    if (ulysses)  // (B, NH, T) -> this rank's heads, every position
+        for (int b = 0; b < B; b++)
+            memcpy(want_l + (size_t)b * (NH / p) * T, fl + ((size_t)b * NH + r * (NH / p)) * T,
+                   sizeof(float) * (NH / p) * T);
+    else  // (B, NH, T) -> every head, this rank's positions
+        local_rows(want_l, fl, B * NH, T, 1, &runs);
+    ContextParallel cp = {c, g, zigzag, ALGO_PAIRWISE, &ctx};
+    float *out = xmalloc(sizeof(float) * B * Tl * C), *lse = xmalloc(sizeof(float) * B * NH * Tl);
+    float *dqkv = xcalloc((size_t)B * Tl * 3 * C, 4);
+    CollKind kind = ulysses ? COLL_ALLTOALL : COLL_P2P;
+    uint64_t s0 = comm_counters(c)[kind].bytes_sent;
+    if (ulysses) ulysses_attention_forward(&cp, out, lse, lq, B, T, C, NH);
+    else ring_attention_forward(&cp, out, lse, lq, B, T, C, NH);
+    uint64_t s1 = comm_counters(c)[kind].bytes_sent;
+    if (ulysses) ulysses_attention_backward(&cp, dqkv, ld, lq, out, lse, B, T, C, NH);
+    else ring_attention_backward(&cp, dqkv, ld, lq, out, lse, B, T, C, NH);
+    uint64_t s2 = comm_counters(c)[kind].bytes_sent;
+    double fwd = ulysses ? 4.0 * 4 * (p - 1) * B * Tl * C / p : 4.0 * (p - 1) * B * Tl * 2 * C;
+    double bwd = ulysses ? 4.0 * 8 * (p - 1) * B * Tl * C / p : 4.0 * p * B * Tl * 4 * C;
+    double mine[4] = {rel_error(out, want_o, (size_t)B * Tl * C),
+                      rel_error(lse, want_l, (size_t)B * NH * Tl),
+                      rel_error(dqkv, want_d, (size_t)B * Tl * 3 * C),
+                      (double)(s1 - s0) == fwd && (double)(s2 - s1) == bwd};
+    if (r == 0) {
+        double worst[4] = {mine[0], mine[1], mine[2], mine[3]}, other[4];
+        for (int q = 1; q < p; q++) {
+            comm_recv(c, g, q, other, sizeof other);
+            for (int i = 0; i < 3; i++) worst[i] = max_err(worst[i], other[i]);
+            worst[3] = worst[3] && other[3];
+        }
+        char name[64];
+        snprintf(name, sizeof name, "cp.%s.%s.np%d", ulysses ? "ulysses" : "ring",
+                 zigzag ? "zigzag" : "contiguous", p);
+        // Ulysses runs each head's very computation, on the same numbers: bitwise. The
+        // ring sums each row over blocks instead of tiles: fp32's reordering, 1e-5.
+        double tol = ulysses ? 0 : 1e-5;
+        test_report(ts, worst[0] <= tol && worst[1] <= tol && worst[2] <= tol && worst[3], name,
+                    "B %d, T %d over %d ranks, %d heads of %d: worst rank's out %.2e, lse %.2e, "
+                    "dqkv %.2e against one process's flash attention (tol %s); bytes per rank %s "
+                    "%s", B, T, p, NH, C / NH, worst[0], worst[1], worst[2],
+                    ulysses ? "0: bitwise" : "1e-5",
+                    worst[3] ? "=" : "!=", ulysses ? "(cp-1)/cp of 4C a token forward, 8C backward"
+                    : "(cp-1) K,V blocks forward and cp K,V,dK,dV blocks backward");
+    } else {
+        comm_send(c, g, 0, mine, sizeof mine);
+    }
+    free(qkv); free(dout); free(fo); free(fl); free(fd); free(lq); free(ld); free(want_o);
+    free(want_d); free(want_l); free(out); free(lse); free(dqkv);
+}
+
+int main(int argc, char **argv) {
+    int np = 1, refuse_heads = 0;
+    double timeout = 30;
+    Flag flags[] = {
+        F_INT_SENTINEL("--ulysses-heads", &refuse_heads, 1, 1024, "0 = off", "call Ulysses with "
+                       "this many heads and nothing else (cp must divide them, or it refuses)"),
+        F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks: 1 runs the pieces' checks, more the ring's "
+              "and Ulysses'"),
+        F_DOUBLE("--timeout", &timeout, 0.1, 3600, "seconds any wait may take"),
+    };
+    flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_cp [flags]",
+                "Context parallelism's pieces (one process) and ring attention (--np > 1).");
     ctx_init(&ctx, DEV_CPU, 1, 0);
     rng_seed(&rng, 4242);
     TestState ts = {0};
-    test_runs(&ts);
-    test_merge(&ts);
-    test_blocked(&ts);
+    if (np == 1) {
+        test_runs(&ts);
+        test_merge(&ts);
+        test_blocked(&ts);
+    } else {
+        CommConfig cc = {.np = np, .timeout_s = timeout};
+        Comm *c = comm_launch(&cc);
+        if (refuse_heads) {
+            int T = 2 * np, C = 8 * refuse_heads;
+            float *x = xcalloc((size_t)3 * C * T, 4), *o = xcalloc((size_t)C * T, 4);
+            ContextParallel cp = {c, comm_world(c), 0, ALGO_PAIRWISE, &ctx};
+            ulysses_attention_forward(&cp, o, o, x, 1, T, C, refuse_heads);
+            printf("Ulysses ran %d heads on %d ranks\n", refuse_heads, np);
+            comm_finalize(c);
+            return 0;
+        }
+        for (int u = 0; u < 2; u++)
+            for (int z = 0; z < 2; z++) test_layout(&ts, c, u, z);
+        int rank = comm_rank(c);
+        comm_finalize(c);
+        if (rank != 0) { ctx_destroy(&ctx); return 0; }  // rank 0 reports
+    }
     ctx_destroy(&ctx);
     return test_finish(&ts);
 }
