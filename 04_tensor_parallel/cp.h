@@ -63,7 +63,8 @@ typedef struct {
 // zeros and -INFINITY. Blocks entirely in the future (k0 > the last query) are the
 // caller's to skip: cp_block_sees says so.
 void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse);
-int cp_block_sees(const CpBlock *b);  // 1 if some query sees some key
+int cp_block_sees(const CpBlock *b);          // 1 if some query sees some key
+long long cp_block_pairs(const CpBlock *b);   // the (query, key) pairs that see each other
 // The backward of one block, given the queries' final lse (over all keys) and
 // D = rowsum(dout * out) of their final output: adds the block's share into dq (nq
 // rows, stride lddq), dk and dv (nk rows, stride lddk). dout: stride ldo.
@@ -77,6 +78,8 @@ typedef struct {
     int zigzag;     // placement: zigzag.c's
     Algo algo;      // Ulysses' all-to-all (stage 02's: naive, pairwise or mpi)
     Ctx *ctx;       // Ulysses' attention: the core's flash attention on this context
+    double compute_s;  // the ring's block computations, CPU seconds of this thread (+=)
+    long long pairs;   // the ring's (query, key) pairs computed, forward (+=)
 } ContextParallel;
 // This rank's tokens of a T-token sequence: Tl = T / cp rows, its runs one after the
 // other (cp_runs). qkv (B, Tl, 3C) the GPT's fused projections of those rows; out

@@ -29,6 +29,12 @@ static int keys_seen(const CpBlock *b, int i) {
 
 int cp_block_sees(const CpBlock *b) { return b->nq > 0 && b->nk > 0 && keys_seen(b, b->nq - 1) > 0; }
 
+long long cp_block_pairs(const CpBlock *b) {
+    long long n = 0;
+    for (int i = 0; i < b->nq; i++) n += keys_seen(b, i);
+    return n;
+}
+
 // S (rows x nk, stride nk) = Q[i0 .. i0+rows) K^T / sqrt(hs).
 static void scores(const CpBlock *b, float *S, int i0, int rows) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, b->nk, b->hs,

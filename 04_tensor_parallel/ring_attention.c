@@ -27,6 +27,7 @@
 
 #include "check.h"
 #include "cp.h"
+#include "timer.h"
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
@@ -95,10 +96,13 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
                                      blk + krow * s.W + C + h * s.hs, 3 * C, s.W, s.mine.len[a],
                                      theirs.len[j], s.hs, s.mine.start[a], theirs.start[j]};
                         if (!cp_block_sees(&x)) continue;
+                        double t0 = thread_cpu_seconds();
                         cp_block_forward(&x, po, s.hs, pl);
                         softmax_merge(out + qrow * C + h * s.hs,
                                       lse + ((size_t)b * NH + h) * s.Tl + run_row(&s.mine, a), C,
                                       po, pl, s.hs, s.mine.len[a], s.hs);
+                        cp->compute_s += thread_cpu_seconds() - t0;
+                        cp->pairs += cp_block_pairs(&x);
                     }
         if (step < p - 1) comm_wait(cp->comm, q, 2);
     }
@@ -139,9 +143,11 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
                                      s.mine.len[a], theirs.len[j], s.hs, s.mine.start[a],
                                      theirs.start[j]};
                         size_t hr = ((size_t)b * NH + h) * s.Tl + run_row(&s.mine, a);
+                        double t0 = thread_cpu_seconds();
                         cp_block_backward(&x, dout + qrow * C + h * s.hs, C, lse + hr, D + hr,
                                           dqkv + qrow * 3 * C + h * s.hs, 3 * C, kb + 2 * C,
                                           kb + 3 * C, s.W);
+                        cp->compute_s += thread_cpu_seconds() - t0;
                     }
         // On to the next rank (and, after the last step, home): this block's gradients
         // travel with it. The computing is done, so the pass is waited for at once.

@@ -15,7 +15,10 @@
 #   5. Step time against t from the alpha-beta model: this CPU, with stage 02's fit,
 #      beside the measurement (prediction_cpu.txt); a GPT-3-sized layer over NVLink and
 #      over InfiniBand (prediction_links.txt): why TP stays inside a node.
-#   6. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
+#   6. Context parallelism's balance: ring attention's (query, key) pairs and the CPU
+#      time of each rank's blocks, contiguous against zigzag, cp = 2 and 4, a sequence
+#      of 4096 (build/bench_cp; cp_balance_np{2,4}.txt).
+#   7. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
 #
 # Timings on a shared VM are noisy: the sweep is several rounds, every round runs every
 # configuration once (in an order that rotates from round to round), and reports the
@@ -261,6 +264,12 @@ t1_ms=$(summary tp1 | awk '{print $2}')
                        step * 1e3, base / step, base / step / t, 100 * comm / step, a / t } }'
 } | tee "$out/prediction_links.txt"
 
+echo "== context parallelism: ring attention's work per rank, contiguous vs zigzag =="
+cp_seq=4096; quick && cp_seq=1024
+for n in 2 4; do
+    "$BUILD/bench_cp" --np "$n" --seq "$cp_seq" --repeat 5 --out "$out/cp_balance_np$n.txt" |
+        grep '^# [cz]' | sed "s/^# /   cp = $n, /"
+done
 echo "== two levels: TP = 2 and DP = 2 with their ranks on one node or on two (scripts/cluster.sh) =="
 echo "   config rate ms_one ms_two ms_pred err_% inside_MB across_MB"
 two_levels 04_tensor_parallel/two_levels.sh "1gbit 200mbit" 200mbit

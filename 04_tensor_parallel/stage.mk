@@ -14,7 +14,7 @@ S04_OBJS := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
 S04_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memory_plan.o
 # Context parallelism's pieces (cp.h): softmax_merge.c and zigzag.c will be exercises.
 S04_CP := $(patsubst %,$(BUILD)/$(S04)/%.o,softmax_merge zigzag cp_attention ring_attention ulysses)
-S04_BINS := $(BUILD)/tp_train $(BUILD)/tests/test_tp $(BUILD)/tests/test_cp
+S04_BINS := $(BUILD)/tp_train $(BUILD)/bench_cp $(BUILD)/tests/test_tp $(BUILD)/tests/test_cp
 BINS += $(S04_BINS)
 DRIVERS += $(BUILD)/tp_train
 
@@ -27,8 +27,11 @@ $(filter $(BUILD)/$(S04)/%,$(S04_OBJS)) $(S04_CP) $(BUILD)/$(S04)/tp_train.o \
 $(BUILD)/tp_train: $(BUILD)/$(S04)/tp_train.o $(S04_OBJS) $(CORE_OBJS)
 	$(LINK)
 $(BUILD)/tests/test_tp.o: tests/opaque_device.h
-$(BUILD)/tests/test_cp: $(BUILD)/tests/test_cp.o $(S04_CP) $(BUILD)/$(S02)/collectives.o \
-  $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/baseline_mpi.o $(CORE_OBJS)
+S04_CP_LINK := $(S04_CP) $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o \
+  $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/baseline_mpi.o $(CORE_OBJS)
+$(BUILD)/tests/test_cp: $(BUILD)/tests/test_cp.o $(S04_CP_LINK)
+	$(LINK)
+$(BUILD)/bench_cp: $(BUILD)/$(S04)/bench_cp.o $(S04_CP_LINK)
 	$(LINK)
 $(BUILD)/tests/test_tp: $(BUILD)/tests/test_tp.o $(BUILD)/tests/opaque_device.o $(S04_OBJS) \
   $(S04_CALC) $(CORE_OBJS)

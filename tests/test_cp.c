@@ -280,7 +280,7 @@ static void test_layout(TestState *ts, Comm *c, int ulysses, int zigzag) {
                    sizeof(float) * (NH / p) * T);
     else  // (B, NH, T) -> every head, this rank's positions
         local_rows(want_l, fl, B * NH, T, 1, &runs);
-    ContextParallel cp = {c, g, zigzag, ALGO_PAIRWISE, &ctx};
+    ContextParallel cp = {.comm = c, .group = g, .zigzag = zigzag, .algo = ALGO_PAIRWISE, .ctx = &ctx};
     float *out = xmalloc(sizeof(float) * B * Tl * C), *lse = xmalloc(sizeof(float) * B * NH * Tl);
     float *dqkv = xcalloc((size_t)B * Tl * 3 * C, 4);
     CollKind kind = ulysses ? COLL_ALLTOALL : COLL_P2P;
@@ -349,7 +349,8 @@ int main(int argc, char **argv) {
         if (refuse_heads) {
             int T = 2 * np, C = 8 * refuse_heads;
             float *x = xcalloc((size_t)3 * C * T, 4), *o = xcalloc((size_t)C * T, 4);
-            ContextParallel cp = {c, comm_world(c), 0, ALGO_PAIRWISE, &ctx};
+            ContextParallel cp = {.comm = c, .group = comm_world(c), .algo = ALGO_PAIRWISE,
+                                  .ctx = &ctx};
             ulysses_attention_forward(&cp, o, o, x, 1, T, C, refuse_heads);
             printf("Ulysses ran %d heads on %d ranks\n", refuse_heads, np);
             comm_finalize(c);
