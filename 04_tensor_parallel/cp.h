@@ -26,6 +26,10 @@
 
 #include "collectives.h"
 #include "ctx.h"
+#include "ddp.h"
+#include "model.h"
+#include "optim.h"
+#include "trainer.h"
 
 // ---- which tokens a rank holds (zigzag.c) ----
 typedef struct {
@@ -103,3 +107,26 @@ void ulysses_attention_forward(ContextParallel *cp, float *out, float *lse, cons
 void ulysses_attention_backward(ContextParallel *cp, float *dqkv, const float *dout,
                                 const float *qkv, const float *out, const float *lse, int B,
                                 int T, int C, int NH);
+
+// ---- the GPT over dp x cp ranks (cp_model.c) ----
+// Every rank holds the whole model; the cp ranks of a group share each sequence, each
+// its runs of tokens; the groups read different sequences. The layers run token by
+// token on this rank's B x T/cp rows, with the position embeddings of their global
+// positions and the ring's (or Ulysses') attention in place of the core's; the loss is
+// the mean over this rank's rows, and the gradients are averaged over all dp x cp
+// ranks (the cp ranks' rows are equal in number, so the mean of their means is the
+// sequence's mean: the single process's gradient, as Megatron reduces over dp x cp).
+typedef struct {
+    ContextParallel cp;
+    int ulysses;           // attention: Ulysses' all-to-all, else the ring
+    GPTParallelOps layers; // the serial table with the embedding and attention replaced
+    DDP ddp;               // the mean over every rank (dp x cp)
+    AdamW opt;
+    int *tokens, *targets; // this rank's rows of a micro-batch (B x T/cp)
+    int B;                 // the activations' batch (0: not yet allocated)
+    TrainStrategy strategy;
+} CPTrain;
+// cp: the context-parallel group (its ranks share a sequence); all: every rank, over
+// which the gradients are averaged.
+void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *all, Algo algo, int zigzag, int ulysses,
+                   Ctx *ctx);

@@ -36,10 +36,10 @@ static int mod(int a, int p) { return ((a % p) + p) % p; }
 typedef struct {
     int B, T, C, NH, hs, Tl, W;
     CpRuns mine;
-} Shape;
+} RingShape;
 
-static Shape shape_of(const ContextParallel *cp, int B, int T, int C, int NH) {
-    Shape s = {B, T, C, NH, C / NH, T / cp->group->size, 0, {0}};
+static RingShape shape_of(const ContextParallel *cp, int B, int T, int C, int NH) {
+    RingShape s = {B, T, C, NH, C / NH, T / cp->group->size, 0, {0}};
     CHECK(cp_runs(T, cp->group->size, cp->group->rank, cp->zigzag, &s.mine) == 0,
           "context parallelism: a sequence of %d tokens does not split into %d %s chunks "
           "(T must be a multiple of %d)", T, cp->group->size, cp->zigzag ? "zigzag" : "contiguous",
@@ -51,7 +51,7 @@ static Shape shape_of(const ContextParallel *cp, int B, int T, int C, int NH) {
 static int run_row(const CpRuns *r, int k) { return k ? r->len[0] : 0; }
 
 // The block buffer: this rank's K and V rows (and, backward, room for dK and dV).
-static void pack_kv(const Shape *s, float *blk, const float *qkv) {
+static void pack_kv(const RingShape *s, float *blk, const float *qkv) {
     for (int b = 0; b < s->B; b++)
         for (int t = 0; t < s->Tl; t++) {
             const float *src = qkv + ((size_t)b * s->Tl + t) * 3 * s->C + s->C;
@@ -71,7 +71,7 @@ static void pass_on(ContextParallel *cp, CommRequest **q, const float *cur, floa
 
 void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const float *qkv, int B,
                             int T, int C, int NH) {
-    Shape s = shape_of(cp, B, T, C, NH);
+    RingShape s = shape_of(cp, B, T, C, NH);
     s.W = 2 * C;
     int p = cp->group->size, r = cp->group->rank;
     size_t bytes = sizeof(float) * (size_t)B * s.Tl * s.W;
@@ -112,7 +112,7 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
 void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout,
                              const float *qkv, const float *out, const float *lse, int B, int T,
                              int C, int NH) {
-    Shape s = shape_of(cp, B, T, C, NH);
+    RingShape s = shape_of(cp, B, T, C, NH);
     s.W = 4 * C;  // K, V, dK, dV
     int p = cp->group->size, r = cp->group->rank;
     size_t bytes = sizeof(float) * (size_t)B * s.Tl * s.W;
@@ -151,11 +151,12 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
                     }
         // On to the next rank (and, after the last step, home): this block's gradients
         // travel with it. The computing is done, so the pass is waited for at once.
+        if (p == 1) break;  // home already
         CommRequest *q[2];
         pass_on(cp, q, blk, buf[(step + 1) % 2], bytes);
         comm_wait(cp->comm, q, 2);
     }
-    const float *home = buf[p % 2];  // this rank's own block, back with every rank's share
+    const float *home = buf[p > 1 ? p % 2 : 0];  // this rank's own block, back with every share
     for (int b = 0; b < B; b++)
         for (int t = 0; t < s.Tl; t++) {
             const float *g = home + ((size_t)b * s.Tl + t) * s.W + 2 * C;

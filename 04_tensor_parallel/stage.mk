@@ -14,14 +14,16 @@ S04_OBJS := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
 S04_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memory_plan.o
 # Context parallelism's pieces (cp.h): softmax_merge.c and zigzag.c will be exercises.
 S04_CP := $(patsubst %,$(BUILD)/$(S04)/%.o,softmax_merge zigzag cp_attention ring_attention ulysses)
-S04_BINS := $(BUILD)/tp_train $(BUILD)/bench_cp $(BUILD)/tests/test_tp $(BUILD)/tests/test_cp
+S04_BINS := $(BUILD)/tp_train $(BUILD)/cp_train $(BUILD)/bench_cp $(BUILD)/tests/test_tp \
+            $(BUILD)/tests/test_cp
 BINS += $(S04_BINS)
-DRIVERS += $(BUILD)/tp_train
+DRIVERS += $(BUILD)/tp_train $(BUILD)/cp_train
 
 $(BUILD)/$(S04)/%.o: CFLAGS += -I$(S02) -I$(S04)
 $(BUILD)/tests/test_tp.o: CFLAGS += -I$(S02) -I$(S04) -I01_memory_wall
 $(BUILD)/tests/test_cp.o: CFLAGS += -I$(S02) -I$(S04)
 $(filter $(BUILD)/$(S04)/%,$(S04_OBJS)) $(S04_CP) $(BUILD)/$(S04)/tp_train.o \
+  $(BUILD)/$(S04)/cp_train.o $(BUILD)/$(S04)/cp_model.o $(BUILD)/$(S04)/bench_cp.o \
   $(BUILD)/tests/test_tp.o $(BUILD)/tests/test_cp.o: $(wildcard $(S04)/*.h) $(wildcard $(S02)/*.h)
 
 $(BUILD)/tp_train: $(BUILD)/$(S04)/tp_train.o $(S04_OBJS) $(CORE_OBJS)
@@ -32,6 +34,9 @@ S04_CP_LINK := $(S04_CP) $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o \
 $(BUILD)/tests/test_cp: $(BUILD)/tests/test_cp.o $(S04_CP_LINK)
 	$(LINK)
 $(BUILD)/bench_cp: $(BUILD)/$(S04)/bench_cp.o $(S04_CP_LINK)
+	$(LINK)
+$(BUILD)/cp_train: $(BUILD)/$(S04)/cp_train.o $(BUILD)/$(S04)/cp_model.o $(BUILD)/$(S02)/ddp.o \
+  $(S04_CP_LINK)
 	$(LINK)
 $(BUILD)/tests/test_tp: $(BUILD)/tests/test_tp.o $(BUILD)/tests/opaque_device.o $(S04_OBJS) \
   $(S04_CALC) $(CORE_OBJS)

@@ -12,6 +12,7 @@
 static const GPTParallelOps tp_layers = {
     tp_column_forward, tp_column_backward, tp_row_forward,          tp_row_backward,
     tp_embed_forward,  tp_embed_backward,  tp_crossentropy_forward, tp_crossentropy_backward,
+    NULL,              NULL,  // attention: the core's, on this rank's heads
 };
 
 void tp_install(GPT *g, TensorParallel *tp) {

@@ -24,10 +24,10 @@
 typedef struct {
     int B, T, C, NH, p, r, Tl, Hr, Cr;  // Hr heads a rank, Cr = Hr * hs their width
     CpRuns runs[COMM_MAX_RANKS];        // every rank's tokens
-} Split;
+} HeadSplit;
 
-static Split split_of(const ContextParallel *cp, int B, int T, int C, int NH) {
-    Split s = {B, T, C, NH, cp->group->size, cp->group->rank, T / cp->group->size, 0, 0, {{0}}};
+static HeadSplit split_of(const ContextParallel *cp, int B, int T, int C, int NH) {
+    HeadSplit s = {B, T, C, NH, cp->group->size, cp->group->rank, T / cp->group->size, 0, 0, {{0}}};
     CHECK(NH % s.p == 0, "Ulysses: %d heads do not split over %d context-parallel ranks (cp must "
           "divide the heads; the ring attention splits any)", NH, s.p);
     s.Hr = NH / s.p;
@@ -39,7 +39,7 @@ static Split split_of(const ContextParallel *cp, int B, int T, int C, int NH) {
 }
 
 // Global position of row `row` of rank q's tokens.
-static int position(const Split *s, int q, int row) {
+static int position(const HeadSplit *s, int q, int row) {
     const CpRuns *r = &s->runs[q];
     return row < r->len[0] ? r->start[0] + row : r->start[1] + row - r->len[0];
 }
@@ -47,7 +47,7 @@ static int position(const Split *s, int q, int row) {
 // Sequence split -> head split. x: this rank's (B, Tl, parts*C); send: block j holds
 // (B, Tl, parts*Cr), j's heads of each part; after the all-to-all, block i of recv holds
 // rank i's tokens for this rank's heads, put at their positions in y (B, T, parts*Cr).
-static void to_heads(ContextParallel *cp, const Split *s, float *y, const float *x, int parts,
+static void to_heads(ContextParallel *cp, const HeadSplit *s, float *y, const float *x, int parts,
                      float *send, float *recv) {
     size_t blk = (size_t)s->B * s->Tl * parts * s->Cr;
     for (int j = 0; j < s->p; j++)
@@ -67,7 +67,7 @@ static void to_heads(ContextParallel *cp, const Split *s, float *y, const float 
 
 // Head split -> sequence split: y (B, T, parts*Cr) of this rank's heads; x (B, Tl,
 // parts*C) receives, for its tokens, every rank's heads (added when accumulate: dqkv).
-static void to_tokens(ContextParallel *cp, const Split *s, float *x, const float *y, int parts,
+static void to_tokens(ContextParallel *cp, const HeadSplit *s, float *x, const float *y, int parts,
                       int accumulate, float *send, float *recv) {
     size_t blk = (size_t)s->B * s->Tl * parts * s->Cr;
     for (int i = 0; i < s->p; i++)
@@ -89,7 +89,7 @@ static void to_tokens(ContextParallel *cp, const Split *s, float *x, const float
 
 void ulysses_attention_forward(ContextParallel *cp, float *out, float *lse, const float *qkv,
                                int B, int T, int C, int NH) {
-    Split s = split_of(cp, B, T, C, NH);
+    HeadSplit s = split_of(cp, B, T, C, NH);
     size_t n3 = (size_t)B * s.Tl * 3 * C;  // = B T 3 Cr: either split of q, k, v
     float *send = xmalloc(sizeof(float) * n3), *recv = xmalloc(sizeof(float) * n3);
     float *qkv_h = xmalloc(sizeof(float) * n3), *out_h = xmalloc(sizeof(float) * n3 / 3);
@@ -102,7 +102,7 @@ void ulysses_attention_forward(ContextParallel *cp, float *out, float *lse, cons
 void ulysses_attention_backward(ContextParallel *cp, float *dqkv, const float *dout,
                                 const float *qkv, const float *out, const float *lse, int B,
                                 int T, int C, int NH) {
-    Split s = split_of(cp, B, T, C, NH);
+    HeadSplit s = split_of(cp, B, T, C, NH);
     size_t n3 = (size_t)B * s.Tl * 3 * C;
     float *send = xmalloc(sizeof(float) * n3), *recv = xmalloc(sizeof(float) * n3);
     float *qkv_h = xmalloc(sizeof(float) * n3), *dqkv_h = xcalloc(n3, sizeof(float));

@@ -175,8 +175,10 @@ static void serial_ce_backward(GPT *g, float *dlogits, const float *logits, floa
 static const GPTParallelOps serial_layers = {
     serial_linear_forward, serial_linear_backward, serial_linear_forward, serial_linear_backward,
     serial_embed_forward,  serial_embed_backward,  serial_ce_forward,     serial_ce_backward,
+    NULL,                  NULL,  // attention: the core's op (gpt_attention_forward)
 };
 const GPTParallelOps *gpt_layers(const GPT *g) { return g->tp.ops ? g->tp.ops : &serial_layers; }
+const GPTParallelOps *gpt_serial_layers(void) { return &serial_layers; }
 
 // ---------------------------------------------------------------- forward
 
@@ -207,7 +209,9 @@ static LayerActs forward_target(const GPT *g, int l) {
 void gpt_attention_forward(GPT *g, const LayerActs *a, int B, int T) {
     int t = g->tp.size, Cl = g->cfg.n_embd / t, NHl = g->cfg.n_head / t;
     // (att comes out rounded to the recipe's type: the op rounds it before att @ v.)
-    if (g->flash_attention)
+    if (gpt_layers(g)->attention_forward)
+        gpt_layers(g)->attention_forward(g, a, B, T);
+    else if (g->flash_attention)
         g->ctx->ops->flash_attention_forward(g->ctx, a->atty, a->lse, a->qkv, B, T, Cl, NHl,
                                              g->prec.dtype);
     else

@@ -228,7 +228,16 @@ typedef struct {
     // backward writes dlogits (may alias logits) = d(loss)/d(logits) x dloss.
     void (*crossentropy_forward)(GPT *g, float *losses, const float *logits, int N);
     void (*crossentropy_backward)(GPT *g, float *dlogits, const float *logits, float dloss, int N);
+    // Causal attention of a->qkv into a->atty, keeping what its backward reads (a->lse
+    // with flash attention), and that backward: g->dqkv += from g->datty. NULL: the
+    // core's op over this rank's heads and its B x T tokens, which must then be the whole
+    // sequence (context parallelism, stage 04, holds a share of it and fills these).
+    void (*attention_forward)(GPT *g, const LayerActs *a, int B, int T);
+    void (*attention_backward)(GPT *g, const LayerActs *a, int B, int T);
 } GPTParallelOps;
+
+// The serial layers: a table to start from when a strategy replaces some entries.
+const GPTParallelOps *gpt_serial_layers(void);
 
 typedef struct {
     int size, rank;             // t, and this rank's place in its tensor-parallel group

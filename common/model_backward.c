@@ -79,7 +79,9 @@ void gpt_head_backward(GPT *g, const float *x, float *dx, float dloss_scale, int
 // from the saved log-sum-exp and output.
 static void attention_backward(GPT *g, const LayerActs *a, int B, int T, int C, int NH) {
     Ctx *ctx = g->ctx;
-    if (g->flash_attention)
+    if (gpt_layers(g)->attention_backward)
+        gpt_layers(g)->attention_backward(g, a, B, T);
+    else if (g->flash_attention)
         ctx->ops->flash_attention_backward(ctx, g->dqkv, g->datty, a->qkv, a->atty, a->lse, B, T,
                                            C, NH, g->prec.dtype);
     else

@@ -7,30 +7,7 @@
 # 1e-4), the bytes against the formula, the ledger against the stage-01
 # calculator, and the replicated weights bitwise on every TP rank. Its model
 # (L=2 C=48 NH=12 T=12 V=251) splits over t = 1, 2, 3, 4 and pads its vocabulary.
-#
-# Context parallelism's pieces (cp.h), in one process: the placement of the sequence
-# (contiguous, zigzag), the merge of partial softmaxes against the full one, and
-# attention a (query run, key block) at a time, in a ring's order, against the core's
-# flash attention (tests/test_cp.c). Then ring attention and Ulysses between cp = 2, 3,
-# 4 ranks, contiguous and zigzag: each rank's out, lse and dqkv against one process's
-# flash attention over the whole sequence (Ulysses bitwise), and the bytes each rank
-# sent. cp.* checks: not graded yet.
-run cp-pieces "$BUILD/tests/test_cp"
-for n in 2 3 4; do
-    run "cp-np$n" "$BUILD/tests/test_cp" --np "$n" --timeout 20
-done
-# Ulysses with heads that cp does not divide: refused, naming both, before any work.
-s4_ulysses_refuses() {
-    local out rc=0
-    echo "PLAN cp.ulysses.refuses_heads"
-    out=$("$BUILD/tests/test_cp" --np 3 --ulysses-heads 4 --timeout 10 2>&1) || rc=$?
-    if [ "$rc" -ne 0 ] && grep -q "4 heads do not split over 3 context-parallel ranks" <<<"$out"; then
-        echo "PASS cp.ulysses.refuses_heads  exit $rc: $(grep -m1 -o 'Ulysses: 4 heads[^(]*' <<<"$out")"
-    else
-        echo "FAIL cp.ulysses.refuses_heads  exit $rc, want a refusal naming 4 heads and 3 ranks: $(tail -n 2 <<<"$out")"
-    fi
-}
-run cp-ulysses-refuses s4_ulysses_refuses
+
 for t in 1 2 3 4; do
     run "tp-t$t" "$BUILD/tests/test_tp" --np "$t" --tp "$t" --timeout 20
     [ "$t" -gt 1 ] && run "tp-t$t-sp" "$BUILD/tests/test_tp" --np "$t" --tp "$t" --sp --timeout 20
@@ -171,3 +148,91 @@ if mpi_built; then
     }
     run tp-config-mismatch s4_mismatch
 fi
+
+# Context parallelism's pieces (cp.h), in one process: the placement of the sequence
+# (contiguous, zigzag), the merge of partial softmaxes against the full one, and
+# attention a (query run, key block) at a time, in a ring's order, against the core's
+# flash attention (tests/test_cp.c). Then ring attention and Ulysses between cp = 2, 3,
+# 4 ranks, contiguous and zigzag: each rank's out, lse and dqkv against one process's
+# flash attention over the whole sequence (Ulysses bitwise), and the bytes each rank
+# sent. cp.* checks: not graded yet.
+run cp-pieces "$BUILD/tests/test_cp"
+for n in 2 3 4; do
+    run "cp-np$n" "$BUILD/tests/test_cp" --np "$n" --timeout 20
+done
+# Ulysses with heads that cp does not divide: refused, naming both, before any work.
+s4_ulysses_refuses() {
+    local out rc=0
+    echo "PLAN cp.ulysses.refuses_heads"
+    out=$("$BUILD/tests/test_cp" --np 3 --ulysses-heads 4 --timeout 10 2>&1) || rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "4 heads do not split over 3 context-parallel ranks" <<<"$out"; then
+        echo "PASS cp.ulysses.refuses_heads  exit $rc: $(grep -m1 -o 'Ulysses: 4 heads[^(]*' <<<"$out")"
+    else
+        echo "FAIL cp.ulysses.refuses_heads  exit $rc, want a refusal naming 4 heads and 3 ranks: $(tail -n 2 <<<"$out")"
+    fi
+}
+run cp-ulysses-refuses s4_ulysses_refuses
+
+# The GPT with its sequences split over cp ranks (build/cp_train): the weights after 5
+# AdamW steps equal one process's with flash attention (build/train: the same model,
+# data and seed; batch x dp sequences), within 1e-5 (fp32: the ring's merges and the
+# gradients' mean over dp x cp sum in other orders); and the loss printed (the mean
+# over rank 0's data-parallel share of the sequences) equals one process's on those
+# sequences: at the first step and the last with dp = 1, at the first with dp = 2 (the
+# later steps' weights have learnt from the other group's sequences too). T = 24:
+# zigzag runs of 6 and 4 tokens at cp = 2, 3.
+export S4_CP_MODEL="--layers 2 --width 48 --heads 12 --seq 24 --vocab 251"
+export S4_CP_TRAIN="--steps 5 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1"
+s4_cp_ref() {  # the single process, batch B: $S4_DIR/cp-ref-B.{log,safetensors}
+    local f="$S4_DIR/cp-ref-$1"
+    [ -f "$f.safetensors" ] || "$BUILD/train" $S4_CP_MODEL $S4_CP_TRAIN --batch "$1" \
+        --attention flash --save-params "$f.safetensors" >"$f.log" 2>&1
+}
+export -f s4_cp_ref  # (each test runs in a child bash: tests/run.sh)
+s4_cp_equiv() {  # s4_cp_equiv NAME NP CP ATTENTION LAYOUT
+    local name=$1 np=$2 cp=$3 f="$S4_DIR/cp-$1" dp=$(($2 / $3))
+    echo "PLAN cp.equiv.$name.loss"
+    s4_cp_ref $((2 * dp))
+    "$BUILD/cp_train" --np "$np" --cp "$cp" --cp-attention "$4" --cp-layout "$5" --timeout 20 \
+        $S4_CP_MODEL $S4_CP_TRAIN --batch 2 --save-params "$f.safetensors" >"$f.log" 2>&1
+    "$BUILD/tests/compare_params" "$f.safetensors" "$S4_DIR/cp-ref-$((2 * dp)).safetensors" 1e-5 \
+        "cp.equiv.$name.weights"
+    s4_cp_ref 2  # rank 0's share of the sequences, alone
+    "$PY" - "$f.log" "$S4_DIR/cp-ref-2.log" "cp.equiv.$name.loss" "$dp" <<'PY'
+import re, sys
+def losses(path):
+    m = re.search(r"first_loss=(\S+) final_loss=(\S+)", open(path).read())
+    return (float(m.group(1)), float(m.group(2))) if m else None
+got, want, name, dp = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+n = 2 if dp == 1 else 1  # with dp > 1, the first step only
+ok = got and want and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got[:n], want[:n]))
+print(f"{'PASS' if ok else 'FAIL'} {name}  {'first and last' if n == 2 else 'first'} loss "
+      f"{got[:n] if got else None} against one process's on the same sequences "
+      f"{want[:n] if want else None} (rel 1e-5)")
+PY
+}
+run cp-equiv-ring-zigzag-2 s4_cp_equiv ring.zigzag.cp2 2 2 ring zigzag
+run cp-equiv-ring-contiguous-2 s4_cp_equiv ring.contiguous.cp2 2 2 ring contiguous
+run cp-equiv-ring-zigzag-3 s4_cp_equiv ring.zigzag.cp3 3 3 ring zigzag
+run cp-equiv-ring-contiguous-4 s4_cp_equiv ring.contiguous.cp4 4 4 ring contiguous
+run cp-equiv-ulysses-zigzag-2 s4_cp_equiv ulysses.zigzag.cp2 2 2 ulysses zigzag
+run cp-equiv-ulysses-contiguous-3 s4_cp_equiv ulysses.contiguous.cp3 3 3 ulysses contiguous
+run cp-equiv-ulysses-zigzag-4 s4_cp_equiv ulysses.zigzag.cp4 4 4 ulysses zigzag
+run cp-equiv-ring-zigzag-dp2 s4_cp_equiv ring.zigzag.cp2.dp2 4 2 ring zigzag
+run cp-equiv-ulysses-dp2 s4_cp_equiv ulysses.zigzag.cp2.dp2 4 2 ulysses zigzag
+# Layouts that cannot be: refused before any rank starts, naming what is wrong.
+s4_cp_refuses() {
+    local out rc
+    echo "PLAN cp.refuses.seq_not_divisible"
+    echo "PLAN cp.refuses.ulysses_heads"
+    rc=0; out=$("$BUILD/cp_train" --np 2 --cp 2 $S4_CP_MODEL --seq 26 --steps 1 2>&1) || rc=$?
+    if [ "$rc" = 2 ] && grep -q "does not split into 4 zigzag chunks" <<<"$out"; then
+        echo "PASS cp.refuses.seq_not_divisible  exit 2: $(head -n 1 <<<"$out")"
+    else echo "FAIL cp.refuses.seq_not_divisible  exit $rc: $(tail -n 2 <<<"$out")"; fi
+    rc=0; out=$("$BUILD/cp_train" --np 5 --cp 5 --cp-attention ulysses $S4_CP_MODEL --seq 30 \
+        --steps 1 2>&1) || rc=$?
+    if [ "$rc" = 2 ] && grep -q "heads 12 is not divisible by --cp 5" <<<"$out"; then
+        echo "PASS cp.refuses.ulysses_heads  exit 2: $(head -n 1 <<<"$out")"
+    else echo "FAIL cp.refuses.ulysses_heads  exit $rc: $(tail -n 2 <<<"$out")"; fi
+}
+run cp-refuses s4_cp_refuses

@@ -1,0 +1,90 @@
+// cp_train.c — training with each sequence split over a context-parallel group, and
+// data parallelism across groups.
+//
+//   build/cp_train --np 2 --cp 2 --seq 256                  # ring attention, zigzag
+//   build/cp_train --np 4 --cp 2 --cp-attention ulysses      # Ulysses, 2 (dp) x 2 (cp)
+//   build/cp_train --np 2 --cp 2 --cp-layout contiguous      # the unbalanced placement
+//
+// The loop is common/trainer.c; cp_model.c's strategy runs each rank's rows of every
+// micro-batch and averages the gradients over all ranks. Every rank prints one MEM line
+// (its ledger's peaks), which the tests read.
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "cp.h"
+
+int main(int argc, char **argv) {
+    int np = 1, cp = 0;
+    double timeout = 60;
+    const char *algo = "pairwise", *layout = "zigzag", *attention = "ring", *transport = "shm";
+    Flag mine[] = {
+        F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
+        F_INT_SENTINEL("--cp", &cp, 1, COMM_MAX_RANKS, "0 = all ranks", "context-parallel ranks "
+                       "per group, which share each sequence; must divide the ranks (the rest "
+                       "is data parallel)"),
+        F_CHOICE("--cp-attention", &attention, "ring|ulysses", "ring attention (any heads), or "
+                 "Ulysses' all-to-all (--heads divisible by --cp)"),
+        F_CHOICE("--cp-layout", &layout, "zigzag|contiguous", "which tokens a rank holds: chunks "
+                 "r and 2cp-1-r of 2cp (every rank the same causal work), or chunk r of cp"),
+        F_CHOICE("--algo", &algo, "pairwise|naive|mpi", "Ulysses' all-to-all; the gradients' "
+                 "all-reduce is the ring (naive and mpi: theirs)"),
+        F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
+        F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
+    };
+    TrainJob j;
+    train_job_parse(&j, argc, argv, mine, FLAG_COUNT(mine), "cp_train [flags]",
+                    "Context parallelism (ring attention or Ulysses), composed with data "
+                    "parallelism over dp x cp ranks.");
+    const GPTConfig *cfg = &j.cfg;
+    CommConfig cc = {.np = np, .timeout_s = timeout};
+    transport_parse(transport, &cc.transport);
+    int world = comm_planned_size(&cc), zigzag = strcmp(layout, "zigzag") == 0;
+    int ulysses = strcmp(attention, "ulysses") == 0;
+    if (cp == 0) cp = world;
+    if (world % cp) flags_fail("--cp %d does not divide the %d ranks (--np)", cp, world);
+    if (cfg->seq_len % (zigzag ? 2 * cp : cp))
+        flags_fail("--seq %d does not split into %d %s chunks: make it a multiple of %d",
+                   cfg->seq_len, zigzag ? 2 * cp : cp, layout, zigzag ? 2 * cp : cp);
+    if (ulysses && cfg->n_head % cp)
+        flags_fail("--cp-attention ulysses: --heads %d is not divisible by --cp %d (each rank "
+                   "takes whole heads; the ring splits any)", cfg->n_head, cp);
+    if (strcmp(j.a.device, "cpu") != 0)
+        flags_fail("--device %s: context parallelism runs on the CPU (its blocks are host "
+                   "buffers)", j.a.device);
+    if (flag_given(j.flags, j.nf, "--attention") && strcmp(j.a.attention, "flash") != 0)
+        flags_fail("--attention %s: context parallelism keeps no (T, T) matrix; its attention "
+                   "is flash attention's blocks (--attention flash, the default here)",
+                   j.a.attention);
+    j.a.attention = "flash";  // the trainer sets the model's attention from it
+    if (strcmp(j.a.precision, "fp32") != 0)
+        flags_fail("--precision %s: context parallelism's attention is fp32 for now",
+                   j.a.precision);
+    if (flag_on(j.flags, j.nf, "--elastic"))  // (stage 07's flag, where it is linked in)
+        flags_fail("--elastic: a context-parallel layout cannot lose one rank");
+    Algo al;
+    algo_parse(algo, &al);
+    char words[96];
+    snprintf(words, sizeof words, "--cp=%d --cp-attention=%s --cp-layout=%s --algo=%s", cp,
+             attention, layout, algo);
+    train_job_launch(&j, &cc, words);  // from here on, one rank of many
+    Comm *c = j.comm;
+    int dp = comm_size(c) / cp, me = comm_rank(c), ranks[COMM_MAX_RANKS];
+    for (int i = 0; i < cp; i++) ranks[i] = me / cp * cp + i;  // neighbours: they talk most
+    Group cpg;
+    comm_group_new(c, &cpg, "cp", ranks, cp);
+    CPTrain s;
+    cp_train_init(&s, c, &cpg, comm_world(c), al == ALGO_PAIRWISE ? ALGO_RING : al, zigzag,
+                  ulysses, &j.ctx);
+    s.cp.algo = al;  // Ulysses' all-to-all; the gradients' mean takes the ring (or al)
+    char label[160], lay[64];
+    snprintf(label, sizeof label, "CP %d (%s, %s) x DP %d", cp, attention, layout, dp);
+    snprintf(lay, sizeof lay, "dp=%d cp=%d", dp, cp);
+    TrainHooks h = {.data_rank = me / cp, .data_world = dp, .label = label,
+                    .strategy = &s.strategy, .layout = lay};
+    train_run(&j, &h);
+    ledger_print_mem_line(&j.ctx.ledger, stdout, j.ctx.rank, "");
+    fflush(stdout);
+    train_job_end(&j);
+    return 0;
+}
