@@ -36,6 +36,9 @@ static void test_runs(TestState *ts) {
                 for (int r = 0; r < cp; r++) {
                     CpRuns runs;
                     if (cp_runs(T, cp, r, z, &runs) != 0) { ok = 0; break; }
+                    if (runs.n != (z ? 2 : 1)) bad++;
+                    for (int k = 1; k < runs.n; k++)  // ascending, as the contract says
+                        if (runs.start[k] < runs.start[k - 1] + runs.len[k - 1]) bad++;
                     for (int k = 0; k < runs.n; k++)
                         for (int i = runs.start[k]; i < runs.start[k] + runs.len[k]; i++)
                             if (i >= 0 && i < T) seen[i]++;
@@ -48,8 +51,9 @@ static void test_runs(TestState *ts) {
                 free(seen);
             }
     test_report(ts, bad == 0, "cp.runs.cover_once", "T = 1..48, cp = 1..6, contiguous and zigzag: "
-                "every token on exactly one rank, %d layouts refused (cp or 2cp does not divide "
-                "T), %d errors", refused, bad);
+                "every token on exactly one rank, in 1 run (contiguous) or 2 ascending ones "
+                "(zigzag); %d layouts refused (cp or 2cp does not divide T); %d errors", refused,
+                bad);
     for (int cp = 2; cp <= 4; cp++) {
         int T = 2 * cp * 512;
         long long zmin = -1, zmax = 0, cmin = -1, cmax = 0;
