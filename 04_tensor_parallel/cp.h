@@ -85,6 +85,10 @@ typedef struct {
     double compute_s;  // the ring's block computations, CPU seconds of this thread (+=)
     long long pairs;   // the ring's (query, key) pairs computed, forward (+=)
 } ContextParallel;
+// n floats the ledger counts (cp_attention.c): MEM_COMM for what travels between the
+// ranks, MEM_WORKSPACE for scratch; on cp->ctx, freed with cp_buffer_free.
+float *cp_buffer(ContextParallel *cp, MemCategory cat, size_t n);
+void cp_buffer_free(ContextParallel *cp, MemCategory cat, float *p, size_t n);
 // This rank's tokens of a T-token sequence: Tl = T / cp rows, its runs one after the
 // other (cp_runs). qkv (B, Tl, 3C) the GPT's fused projections of those rows; out
 // (B, Tl, C) and lse (B, NH, Tl) as the core's flash attention writes them for the whole

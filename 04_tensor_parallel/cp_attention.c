@@ -97,3 +97,10 @@ void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float
     free(P);
     free(dP);
 }
+
+float *cp_buffer(ContextParallel *cp, MemCategory cat, size_t n) {
+    return mem_alloc(cp->ctx, cat, n * sizeof(float));
+}
+void cp_buffer_free(ContextParallel *cp, MemCategory cat, float *p, size_t n) {
+    mem_free(cp->ctx, cat, p, n * sizeof(float));
+}

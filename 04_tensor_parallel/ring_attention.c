@@ -74,9 +74,10 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
     RingShape s = shape_of(cp, B, T, C, NH);
     s.W = 2 * C;
     int p = cp->group->size, r = cp->group->rank;
-    size_t bytes = sizeof(float) * (size_t)B * s.Tl * s.W;
-    float *buf[2] = {xmalloc(bytes), xmalloc(bytes)};
-    float *po = xmalloc(sizeof(float) * s.Tl * s.hs), *pl = xmalloc(sizeof(float) * s.Tl);
+    size_t n = (size_t)B * s.Tl * s.W, bytes = sizeof(float) * n;
+    float *buf[2] = {cp_buffer(cp, MEM_COMM, n), cp_buffer(cp, MEM_COMM, n)};
+    float *po = cp_buffer(cp, MEM_WORKSPACE, (size_t)s.Tl * s.hs);
+    float *pl = cp_buffer(cp, MEM_WORKSPACE, (size_t)s.Tl);
     pack_kv(&s, buf[0], qkv);
     for (size_t i = 0; i < (size_t)B * NH * s.Tl; i++) lse[i] = -INFINITY;
     memset(out, 0, sizeof(float) * (size_t)B * s.Tl * C);
@@ -106,7 +107,10 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
                     }
         if (step < p - 1) comm_wait(cp->comm, q, 2);
     }
-    free(buf[0]); free(buf[1]); free(po); free(pl);
+    cp_buffer_free(cp, MEM_COMM, buf[0], n);
+    cp_buffer_free(cp, MEM_COMM, buf[1], n);
+    cp_buffer_free(cp, MEM_WORKSPACE, po, (size_t)s.Tl * s.hs);
+    cp_buffer_free(cp, MEM_WORKSPACE, pl, (size_t)s.Tl);
 }
 
 void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout,
@@ -115,9 +119,9 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
     RingShape s = shape_of(cp, B, T, C, NH);
     s.W = 4 * C;  // K, V, dK, dV
     int p = cp->group->size, r = cp->group->rank;
-    size_t bytes = sizeof(float) * (size_t)B * s.Tl * s.W;
-    float *buf[2] = {xmalloc(bytes), xmalloc(bytes)};
-    float *D = xmalloc(sizeof(float) * (size_t)B * NH * s.Tl);
+    size_t n = (size_t)B * s.Tl * s.W, bytes = sizeof(float) * n, nd = (size_t)B * NH * s.Tl;
+    float *buf[2] = {cp_buffer(cp, MEM_COMM, n), cp_buffer(cp, MEM_COMM, n)};
+    float *D = cp_buffer(cp, MEM_WORKSPACE, nd);
     for (int b = 0; b < B; b++)  // D = rowsum(dout * out), per head
         for (int t = 0; t < s.Tl; t++)
             for (int h = 0; h < NH; h++) {
@@ -163,5 +167,7 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
             float *d = dqkv + ((size_t)b * s.Tl + t) * 3 * C + C;
             for (int e = 0; e < 2 * C; e++) d[e] += g[e];
         }
-    free(buf[0]); free(buf[1]); free(D);
+    cp_buffer_free(cp, MEM_COMM, buf[0], n);
+    cp_buffer_free(cp, MEM_COMM, buf[1], n);
+    cp_buffer_free(cp, MEM_WORKSPACE, D, nd);
 }

@@ -90,28 +90,37 @@ static void to_tokens(ContextParallel *cp, const HeadSplit *s, float *x, const f
 void ulysses_attention_forward(ContextParallel *cp, float *out, float *lse, const float *qkv,
                                int B, int T, int C, int NH) {
     HeadSplit s = split_of(cp, B, T, C, NH);
-    size_t n3 = (size_t)B * s.Tl * 3 * C;  // = B T 3 Cr: either split of q, k, v
-    float *send = xmalloc(sizeof(float) * n3), *recv = xmalloc(sizeof(float) * n3);
-    float *qkv_h = xmalloc(sizeof(float) * n3), *out_h = xmalloc(sizeof(float) * n3 / 3);
+    size_t n3 = (size_t)B * s.Tl * 3 * C, n1 = n3 / 3;  // = B T 3 Cr: either split of q, k, v
+    float *send = cp_buffer(cp, MEM_COMM, n3), *recv = cp_buffer(cp, MEM_COMM, n3);
+    float *qkv_h = cp_buffer(cp, MEM_WORKSPACE, n3), *out_h = cp_buffer(cp, MEM_WORKSPACE, n1);
     to_heads(cp, &s, qkv_h, qkv, 3, send, recv);
     cp->ctx->ops->flash_attention_forward(cp->ctx, out_h, lse, qkv_h, B, T, s.Cr, s.Hr, DT_F32);
     to_tokens(cp, &s, out, out_h, 1, 0, send, recv);
-    free(send); free(recv); free(qkv_h); free(out_h);
+    cp_buffer_free(cp, MEM_COMM, send, n3);
+    cp_buffer_free(cp, MEM_COMM, recv, n3);
+    cp_buffer_free(cp, MEM_WORKSPACE, qkv_h, n3);
+    cp_buffer_free(cp, MEM_WORKSPACE, out_h, n1);
 }
 
 void ulysses_attention_backward(ContextParallel *cp, float *dqkv, const float *dout,
                                 const float *qkv, const float *out, const float *lse, int B,
                                 int T, int C, int NH) {
     HeadSplit s = split_of(cp, B, T, C, NH);
-    size_t n3 = (size_t)B * s.Tl * 3 * C;
-    float *send = xmalloc(sizeof(float) * n3), *recv = xmalloc(sizeof(float) * n3);
-    float *qkv_h = xmalloc(sizeof(float) * n3), *dqkv_h = xcalloc(n3, sizeof(float));
-    float *out_h = xmalloc(sizeof(float) * n3 / 3), *dout_h = xmalloc(sizeof(float) * n3 / 3);
+    size_t n3 = (size_t)B * s.Tl * 3 * C, n1 = n3 / 3;
+    float *send = cp_buffer(cp, MEM_COMM, n3), *recv = cp_buffer(cp, MEM_COMM, n3);
+    float *qkv_h = cp_buffer(cp, MEM_WORKSPACE, n3), *dqkv_h = cp_buffer(cp, MEM_WORKSPACE, n3);
+    float *out_h = cp_buffer(cp, MEM_WORKSPACE, n1), *dout_h = cp_buffer(cp, MEM_WORKSPACE, n1);
+    memset(dqkv_h, 0, sizeof(float) * n3);  // the flash backward adds into it
     to_heads(cp, &s, qkv_h, qkv, 3, send, recv);  // the forward's, again: not kept
     to_heads(cp, &s, out_h, out, 1, send, recv);
     to_heads(cp, &s, dout_h, dout, 1, send, recv);
     cp->ctx->ops->flash_attention_backward(cp->ctx, dqkv_h, dout_h, qkv_h, out_h, lse, B, T, s.Cr,
                                            s.Hr, DT_F32);
     to_tokens(cp, &s, dqkv, dqkv_h, 3, 1, send, recv);
-    free(send); free(recv); free(qkv_h); free(dqkv_h); free(out_h); free(dout_h);
+    cp_buffer_free(cp, MEM_COMM, send, n3);
+    cp_buffer_free(cp, MEM_COMM, recv, n3);
+    cp_buffer_free(cp, MEM_WORKSPACE, qkv_h, n3);
+    cp_buffer_free(cp, MEM_WORKSPACE, dqkv_h, n3);
+    cp_buffer_free(cp, MEM_WORKSPACE, out_h, n1);
+    cp_buffer_free(cp, MEM_WORKSPACE, dout_h, n1);
 }

@@ -192,6 +192,9 @@ export -f s4_cp_ref  # (each test runs in a child bash: tests/run.sh)
 s4_cp_equiv() {  # s4_cp_equiv NAME NP CP ATTENTION LAYOUT
     local name=$1 np=$2 cp=$3 f="$S4_DIR/cp-$1" dp=$(($2 / $3))
     echo "PLAN cp.equiv.$name.loss"
+    echo "PLAN cp.memory.$name"
+    [ -f "$S4_DIR/cp-one.log" ] || "$BUILD/cp_train" --np 1 --cp 1 $S4_CP_MODEL $S4_CP_TRAIN \
+        --batch 2 >"$S4_DIR/cp-one.log" 2>&1
     s4_cp_ref $((2 * dp))
     "$BUILD/cp_train" --np "$np" --cp "$cp" --cp-attention "$4" --cp-layout "$5" --timeout 20 \
         $S4_CP_MODEL $S4_CP_TRAIN --batch 2 --save-params "$f.safetensors" >"$f.log" 2>&1
@@ -209,6 +212,25 @@ ok = got and want and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got[:n], w
 print(f"{'PASS' if ok else 'FAIL'} {name}  {'first and last' if n == 2 else 'first'} loss "
       f"{got[:n] if got else None} against one process's on the same sequences "
       f"{want[:n] if want else None} (rel 1e-5)")
+PY
+    # Every rank's ledger: the activations of its T/cp rows, 1/cp of one rank's (cp = 1,
+    # the core's flash attention); the communication buffers the ring's two blocks of
+    # K, V, dK, dV (the backward's), or Ulysses' send and receive buffers of q, k, v.
+    "$PY" - "$f.log" "$S4_DIR/cp-one.log" "cp.memory.$name" "$cp" "$4" <<'PY'
+import sys
+log, one, name, cp, att = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+mem = lambda path: [dict(kv.split("=") for kv in l.split()[1:]) for l in open(path) if l.startswith("MEM ")]
+full = int(mem(one)[0]["activations"]) if mem(one) else -1
+B, T, C = 2, 24, 48
+Tl = T // cp
+comm = 2 * B * Tl * 4 * C * 4 if att == "ring" else 2 * B * Tl * 3 * C * 4
+ranks = mem(log)
+bad = [f"rank {m['rank']}: activations {m['activations']} comm {m['comm']}" for m in ranks
+       if int(m["activations"]) * cp != full or int(m["comm"]) != comm]
+ok = ranks and full > 0 and not bad
+print(f"{'PASS' if ok else 'FAIL'} {name}  {len(ranks)} ranks: activations x cp = one rank's "
+      f"{full} B, comm {comm} B (the {'ring' if att == 'ring' else 'all-to-all'}'s buffers)"
+      + ("; " + "; ".join(bad[:2]) if bad else ""))
 PY
 }
 run cp-equiv-ring-zigzag-2 s4_cp_equiv ring.zigzag.cp2 2 2 ring zigzag
