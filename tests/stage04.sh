@@ -258,3 +258,22 @@ s4_cp_refuses() {
     else echo "FAIL cp.refuses.ulysses_heads  exit $rc: $(tail -n 2 <<<"$out")"; fi
 }
 run cp-refuses s4_cp_refuses
+# What CP is for: a sequence whose activations do not fit one rank's memory (--device-mem
+# 1.5 MB: one process needs 1.62 MB) trains on 2 ranks, each holding half of them.
+s4_cp_fits() {
+    local one out rc=0 mem="--device-mem 1500000"
+    echo "PLAN cp.device_mem.fits_on_cp2"
+    one=$("$BUILD/train" $S4_CP_MODEL $S4_CP_TRAIN --batch 2 --attention flash $mem 2>&1) || rc=$?
+    if ! grep -q "out of memory on cpu" <<<"$one"; then
+        echo "FAIL cp.device_mem.fits_on_cp2  one process was to run out of $mem (exit $rc): $(tail -n 1 <<<"$one")"
+        return
+    fi
+    rc=0
+    out=$("$BUILD/cp_train" --np 2 --cp 2 $S4_CP_MODEL $S4_CP_TRAIN --batch 2 $mem --timeout 20 2>&1) || rc=$?
+    if [ "$rc" = 0 ] && grep -q "^RESULT" <<<"$out"; then
+        echo "PASS cp.device_mem.fits_on_cp2  one process: $(grep -o 'out of memory on cpu: [^(]*' <<<"$one"); cp = 2 trained: $(grep -m1 '^MEM' <<<"$out")"
+    else
+        echo "FAIL cp.device_mem.fits_on_cp2  cp = 2 under $mem: exit $rc: $(tail -n 2 <<<"$out")"
+    fi
+}
+run cp-device-mem s4_cp_fits
