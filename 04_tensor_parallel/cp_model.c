@@ -67,13 +67,15 @@ static void cp_build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, cons
                      void *arg) {
     CPTrain *s = arg;
     gpt_init(g, ctx, cfg, seed);  // every rank the single process's weights: no broadcast
-    s->layers = *gpt_serial_layers();
-    s->layers.embed_forward = cp_embed_forward;
-    s->layers.embed_backward = cp_embed_backward;
-    s->layers.attention_forward = cp_attention_forward;
-    s->layers.attention_backward = cp_attention_backward;
-    g->tp.ops = &s->layers;
-    g->tp.arg = s;
+    if (s->cp.group->size > 1) {  // (one rank: the serial layers, the core's flash attention)
+        s->layers = *gpt_serial_layers();
+        s->layers.embed_forward = cp_embed_forward;
+        s->layers.embed_backward = cp_embed_backward;
+        s->layers.attention_forward = cp_attention_forward;
+        s->layers.attention_backward = cp_attention_backward;
+        g->tp.ops = &s->layers;
+        g->tp.arg = s;
+    }
     gpt_alloc_grads(g);
     adamw_init(&s->opt, g, oc, 0, g->n_params);
 }

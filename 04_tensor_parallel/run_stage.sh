@@ -17,7 +17,9 @@
 #      over InfiniBand (prediction_links.txt): why TP stays inside a node.
 #   6. Context parallelism's balance: ring attention's (query, key) pairs and the CPU
 #      time of each rank's blocks, contiguous against zigzag, cp = 2 and 4, a sequence
-#      of 4096 (build/bench_cp; cp_balance_np{2,4}.txt).
+#      of 4096 (build/bench_cp; cp_balance_np{2,4}.txt); and the GPT on one sequence of
+#      2048 tokens: one rank against cp = 2 (ring zigzag and contiguous, Ulysses), step
+#      time and each rank's memory (cp_train.txt).
 #   7. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
 #
 # Timings on a shared VM are noisy: the sweep is several rounds, every round runs every
@@ -269,6 +271,24 @@ cp_seq=4096; quick && cp_seq=1024
 for n in 2 4; do
     "$BUILD/bench_cp" --np "$n" --seq "$cp_seq" --repeat 5 --out "$out/cp_balance_np$n.txt" |
         grep '^# [cz]' | sed "s/^# /   cp = $n, /"
+done
+cp_seq=2048 cp_steps=8; quick && cp_seq=512 cp_steps=4
+{
+    echo "# the small preset on one sequence of $cp_seq tokens a step (batch 1), $cp_steps steps, the"
+    echo "# median ms of the steps after 2; activations and comm: rank 0's ledger peaks, bytes;"
+    echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $(load_now) at the start"
+    echo "# layout ms_per_step tokens_per_s activations comm"
+} >"$out/cp_train.txt"
+for cfg in "cp1 1 ring zigzag" "cp2-ring-zigzag 2 ring zigzag" "cp2-ring-contiguous 2 ring contiguous" \
+           "cp2-ulysses 2 ulysses zigzag"; do
+    read -r name n att lay <<<"$cfg"
+    run "$tmp/$name.log" cp_train --np "$n" --cp "$n" --cp-attention "$att" --cp-layout "$lay" \
+        --preset small --seq "$cp_seq" --batch 1 --steps "$cp_steps" --warmup 2 --peak-tflops 1 \
+        --log-every 1000000
+    awk -v L="$name" -v ms="$(kv "$tmp/$name.log" ms_per_step)" -v tps="$(kv "$tmp/$name.log" tokens_per_s)" \
+        '/^MEM rank=0 / {for (i = 3; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}}
+         END {printf "%s %.1f %.1f %d %d\n", L, ms, tps, v["activations"], v["comm"]}' "$tmp/$name.log" |
+        tee -a "$out/cp_train.txt" | sed 's/^/   /'
 done
 echo "== two levels: TP = 2 and DP = 2 with their ranks on one node or on two (scripts/cluster.sh) =="
 echo "   config rate ms_one ms_two ms_pred err_% inside_MB across_MB"
