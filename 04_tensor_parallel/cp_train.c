@@ -15,11 +15,14 @@
 #include "cp.h"
 
 int main(int argc, char **argv) {
+    int nodes = 1;
+    const char *cluster = NULL;
     int np = 1, cp = 0;
     double timeout = 60;
     const char *algo = "pairwise", *layout = "zigzag", *attention = "ring", *transport = "shm";
     Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
+        F_NODES(&nodes, &cluster),
         F_INT_SENTINEL("--cp", &cp, 1, COMM_MAX_RANKS, "0 = all ranks", "context-parallel ranks "
                        "per group, which share each sequence; must divide the ranks (the rest "
                        "is data parallel)"),
@@ -37,7 +40,7 @@ int main(int argc, char **argv) {
                     "Context parallelism (ring attention or Ulysses), composed with data "
                     "parallelism over dp x cp ranks.");
     const GPTConfig *cfg = &j.cfg;
-    CommConfig cc = {.np = np, .timeout_s = timeout};
+    CommConfig cc = {.np = np, .timeout_s = timeout, .nodes = nodes, .cluster = cluster};
     transport_parse(transport, &cc.transport);
     int world = comm_planned_size(&cc), zigzag = strcmp(layout, "zigzag") == 0;
     int ulysses = strcmp(attention, "ulysses") == 0;

@@ -8,7 +8,9 @@
 #
 # The small preset, 16 sequences a step: TP's four all-reduces of b·s·h per layer
 # (forward and backward) sit on the critical path and grow with the tokens of a step;
-# DP's one all-reduce of the gradients per step (after backward in tp_train) does not. Writes
+# DP's one all-reduce of the gradients per step (after backward in tp_train) does not.
+# Context parallelism on the same two ranks: the ring passes K, V (and dK, dV) to its
+# neighbour, (2 (cp-1)/cp + 4) b·s·h a layer; Ulysses' all-to-alls 12 (cp-1)/cp^2 b·s·h. Writes
 # OUT_DIR/two_levels.txt. Needs root and network namespaces: else says why, exits 77.
 set -eu
 cd "$(dirname "$0")/.."
@@ -16,9 +18,12 @@ cd "$(dirname "$0")/.."
 . scripts/cluster_lib.sh
 two_levels_begin "$@"
 model="--preset small --steps 6 --warmup 2 --peak-tflops 1 --log-every 1000000"
-two_levels_table "$out" "$rates" "TP = 2, TP = 2 with SP, and DP = 2 (tp_train --tp 1) on 2 ranks: both on one node, or
-one on each of 2 nodes; the small preset (L=4 C=256 T=128 V=256), 16 sequences a step
-(TP: --batch 16; DP: --batch 8 per rank); ms per step, the median of 4 after 2 warm-up steps." \
+two_levels_table "$out" "$rates" "TP = 2, TP = 2 with SP, DP = 2 (tp_train --tp 1), and context parallelism cp = 2 (cp_train:
+the ring, zigzag; Ulysses) on 2 ranks: both on one node, or one on each of 2 nodes; the small
+preset (L=4 C=256 T=128 V=256), 16 sequences a step (TP and CP: --batch 16; DP: --batch 8
+per rank); ms per step, the median of 4 after 2 warm-up steps." \
     "tp2=tp_train --np 2 --tp 2 --batch 16 $model" \
     "tp2-sp=tp_train --np 2 --tp 2 --sp --batch 16 $model" \
-    "dp2=tp_train --np 2 --tp 1 --batch 8 $model"
+    "dp2=tp_train --np 2 --tp 1 --batch 8 $model" \
+    "cp2-ring=cp_train --np 2 --cp 2 --batch 16 $model" \
+    "cp2-ulysses=cp_train --np 2 --cp 2 --cp-attention ulysses --batch 16 $model"
