@@ -6,6 +6,7 @@
 //   build/memcalc --preset gpt3-175b --tp 8 --sp --recompute selective --json
 //   build/memcalc --preset small --recipe course --micro-batch 8   # what build/train will hold
 //   build/memcalc --preset small --recipe course --tp 2 --sp       # ... on each of 2 TP ranks
+//   build/memcalc --preset small --recipe course --cp 2 --seq 2048 # ... on each of 2 CP ranks
 //   build/memcalc --preset small --recipe course --pp 2 --microbatches 8 --stage 1
 //                                          # ... stage 1 of build/pp_train --pp 2 --grad-accum 8
 //
@@ -33,9 +34,10 @@ static void print_json(const ModelSpec *m, const Setup *s, const MemEstimate *e,
            e->bpp.params, e->bpp.grads, e->bpp.optimizer);
     printf("\"bytes_params\": %.0f, \"bytes_grads\": %.0f, \"bytes_optimizer\": %.0f, "
            "\"bytes_activations\": %.0f, \"bytes_act_per_layer\": %.0f, \"bytes_workspace\": %.0f, "
-           "\"bytes_total\": %.0f, ",
+           "\"bytes_comm\": %.0f, \"bytes_total\": %.0f, \"cp\": %d, ",
            e->bytes_params, e->bytes_grads, e->bytes_optimizer, e->bytes_activations,
-           e->act_per_layer, e->bytes_workspace, e->bytes_total);
+           e->act_per_layer, e->bytes_workspace, e->bytes_comm, e->bytes_total,
+           s->cp > 1 ? s->cp : 1);
     printf("\"capacity\": %.0f, \"fits\": %s, \"first_oom\": %s%s%s, ", cap,
            e->bytes_total <= cap ? "true" : "false", oom ? "\"" : "", oom ? oom : "null",
            oom ? "\"" : "");
@@ -95,11 +97,12 @@ static void print_human(const char *label, const ModelSpec *m, const Setup *s,
     }
     printf("per GPU     %-12s %14s %10s%s\n", "category", "bytes", "share",
            staged ? "   (this stage)" : "");
-    const char *names[] = {"params", "grads", "optimizer", "activations", "workspace"};
+    const char *names[] = {"params", "grads", "optimizer", "activations", "workspace", "comm"};
     double v[] = {e->bytes_params, e->bytes_grads, e->bytes_optimizer, e->bytes_activations,
-                  e->bytes_workspace};
-    for (int i = 0; i < 5; i++) {
-        if (i == 4 && s->recipe != RECIPE_COURSE) continue;
+                  e->bytes_workspace, e->bytes_comm};
+    for (int i = 0; i < 6; i++) {
+        if (i >= 4 && s->recipe != RECIPE_COURSE) continue;
+        if (i == 5 && !(s->cp > 1)) continue;
         if (i == 3 && m->raw_params > 0) continue;
         gb(v[i], a, sizeof a);
         printf("            %-12s %14s %9.1f%%\n", names[i], a,
@@ -192,6 +195,8 @@ int main(int argc, char **argv) {
     double raw_params = 0;
     int layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
     int micro_batch = 1, dp = 1, tp = 1, pp = 1, zero = 0, microbatches = 0, sp = 0, gpus = 0;
+    int cp = 1;
+    const char *cp_attention = "ring";
     int json = 0, stage = 0, recompute_every = 1;
     const char *precision = "fp32";
     size_t device_mem = (size_t)80e9;
@@ -216,6 +221,10 @@ int main(int argc, char **argv) {
         F_CHOICE("--dropout", &dropout, "preset|on|off", "count 1-byte dropout masks (GPT presets: on)"),
         F_INT("--dp", &dp, 1, 1 << 20, "data-parallel degree"),
         F_INT("--tp", &tp, 1, 1 << 16, "tensor-parallel degree; must divide --heads"),
+        F_INT("--cp", &cp, 1, 1 << 16, "--recipe course: context-parallel ranks sharing each "
+              "sequence (stage 04's cp_train, flash attention); must divide --seq"),
+        F_CHOICE("--cp-attention", &cp_attention, "ring|ulysses", "--cp's attention: the ring's "
+                 "blocks, or Ulysses' all-to-all (--heads divisible by --cp)"),
         F_INT("--pp", &pp, 1, 1 << 16, "pipeline-parallel degree; at most --layers"),
         F_INT("--zero", &zero, 0, 3, "ZeRO stage over the DP ranks: 1 optimizer, 2 +grads, 3 +weights"),
         F_INT("--microbatches", &microbatches, 0, 1 << 20, "micro-batches per step per pipeline (0 = --pp)"),
@@ -265,6 +274,8 @@ int main(int argc, char **argv) {
     s.micro_batch = micro_batch;
     s.sp = sp;
     s.dp = dp; s.tp = tp; s.pp = pp; s.zero = zero;
+    s.cp = cp;
+    s.cp_ulysses = strcmp(cp_attention, "ulysses") == 0;
     s.microbatches = microbatches;
     s.gpipe = strcmp(schedule, "gpipe") == 0;
     s.stage = stage;
@@ -305,6 +316,20 @@ int main(int argc, char **argv) {
         if (sp && ((long)micro_batch * m.seq) % tp)
             flags_fail("--sp: --micro-batch %d x --seq %d = %ld tokens do not split evenly over "
                        "--tp %d", micro_batch, m.seq, (long)micro_batch * m.seq, tp);
+        // Context parallelism (stage 04's cp_train): whole replicas, flash attention, fp32.
+        if (cp > 1) {
+            if (tp > 1 || pp > 1 || sp)
+                flags_fail("--cp %d with %s: cp_train composes context parallelism with data "
+                           "parallelism only", cp, tp > 1 ? "--tp" : pp > 1 ? "--pp" : "--sp");
+            if (m.seq % cp)
+                flags_fail("--cp %d does not divide --seq %d", cp, m.seq);
+            if (s.cp_ulysses && m.heads % cp)
+                flags_fail("--cp-attention ulysses: --heads %d is not divisible by --cp %d",
+                           m.heads, cp);
+            if (prec != PREC_FP32 || s.recompute != RECOMPUTE_NONE)
+                flags_fail("--cp %d: cp_train runs fp32 without recompute (--precision fp32 "
+                           "--recompute none)", cp);
+        }
         // Recompute (stage 06): none, selective or full, every k-th layer.
         if (strcmp(dropout, "on") == 0)
             flags_fail("--dropout on: this code's GPT has no dropout (--recipe course)");
@@ -312,6 +337,8 @@ int main(int argc, char **argv) {
     } else if (stage_given) {
         flags_fail("--stage needs --recipe course (the other recipes give the first stage)");
     }
+    if (cp > 1 && s.recipe != RECIPE_COURSE)
+        flags_fail("--cp needs --recipe course (this code's context parallelism)");
     if (recompute_every != 1 && (s.recipe != RECIPE_COURSE || s.recompute != RECOMPUTE_FULL))
         flags_fail("--recompute-every needs --recipe course --recompute full");
     s.seq = m.seq;

@@ -97,6 +97,9 @@ typedef struct {
     int stage;           // the course recipe with pp > 1: the pipeline stage mm_estimate
                          // reports, 0..pp-1 (-1, or any number outside: the busiest, the
                          // stage with the largest total). The other recipes: the first.
+    int cp;              // the course recipe: context-parallel ranks sharing each sequence
+                         // (stage 04's cp_train; 0, 1: none), with flash attention
+    int cp_ulysses;      // ... their attention: Ulysses' all-to-all (else the ring)
 } Setup;
 
 // ----------------------------------------------------------------- the formulas
@@ -143,7 +146,8 @@ typedef struct {
     BytesPerParam bpp;
     double bytes_params, bytes_grads, bytes_optimizer, bytes_activations;
     double bytes_workspace;     // course recipe only: gradient scratch (MEM_WORKSPACE)
-    double bytes_total;         // params + grads + optimizer + activations + workspace
+    double bytes_comm;          // course recipe with cp > 1: the ring's blocks (MEM_COMM)
+    double bytes_total;         // params + grads + optimizer + activations + workspace + comm
     double act_per_layer;       // one layer, one micro-batch
     int layers_per_stage, in_flight;  // of the stage reported
     int stage;                  // the pipeline stage reported (0 unless course with pp > 1)
@@ -160,6 +164,18 @@ int mm_in_flight(const Setup *s);
 // ranks, SP when `sp`: gradients of the activations, reused layer by layer, plus the
 // scratch of the parallel layers (SP's gathered inputs, the vocab-parallel loss).
 double mm_course_workspace_bytes(const ModelSpec *m, int B, int T, int tp, int sp);
+
+// Context parallelism (stage 04's cp_train: flash attention, every rank the whole model)
+// on one of `cp` ranks sharing each (B, T) sequence, T/cp tokens each: its activations
+// (mm_course_act_bytes of its rows, the (T/cp)^2 probabilities replaced by flash
+// attention's log-sum-exp a row and head), its workspace (the layers' scratch for its
+// rows, and the ring's D a row and head, or Ulysses' q, k, v, out, their gradients of its
+// heads over the whole sequence), its communication buffers (the ring's two blocks of K,
+// V, dK, dV; Ulysses' send and receive buffers of q, k, v). cp = 1: one process with
+// flash attention.
+double mm_course_cp_act_bytes(const ModelSpec *m, int B, int T, int cp);
+double mm_course_cp_workspace_bytes(const ModelSpec *m, int B, int T, int cp, int ulysses);
+double mm_course_cp_comm_bytes(const ModelSpec *m, int B, int T, int cp, int ulysses);
 
 // The parameters one of `tp` tensor-parallel ranks of this course's GPT holds (stage
 // 04's split: c_attn and c_fc by output rows, both c_proj by input columns, the token

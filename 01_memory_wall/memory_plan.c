@@ -113,6 +113,23 @@ double mm_course_workspace_bytes(const ModelSpec *m, int B, int T, int tp, int s
     return 4.0 * floats;
 }
 
+double mm_course_cp_act_bytes(const ModelSpec *m, int B, int T, int cp) {
+    double Tl = (double)T / cp, L = m->layers, NH = m->heads;
+    return mm_course_act_bytes(m, B, T / cp, 1, 0) - 4 * L * B * NH * (Tl * Tl - Tl);
+}
+
+double mm_course_cp_workspace_bytes(const ModelSpec *m, int B, int T, int cp, int ulysses) {
+    double Tl = (double)T / cp, C = m->hidden, NH = m->heads;
+    double layers = mm_course_workspace_bytes(m, B, T / cp, 1, 0) - 4.0 * B * NH * Tl * Tl;
+    if (cp <= 1) return layers;
+    return layers + 4 * (ulysses ? 8 * B * Tl * C : B * NH * Tl);
+}
+
+double mm_course_cp_comm_bytes(const ModelSpec *m, int B, int T, int cp, int ulysses) {
+    double Tl = (double)T / cp, C = m->hidden;
+    return cp <= 1 ? 0 : 4 * 2 * B * Tl * (ulysses ? 3 : 4) * C;
+}
+
 // Stage 04's split of the GPT over t ranks: wte by vocabulary blocks (V padded to a
 // multiple of t), wpe whole; per layer c_attn (3C x C + 3C) and c_fc (4C x C + 4C) by
 // output rows, both c_proj weights (C x C, C x 4C) by input columns with their biases
@@ -248,8 +265,18 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
     }
     if (s->recipe == RECIPE_COURSE && s->course_precision == 2 && have_arch)
         e.bytes_workspace += mm_course_fp8_workspace_bytes(m, s->micro_batch, s->seq);
+    if (s->recipe == RECIPE_COURSE && have_arch && s->cp > 1) {  // tp = pp = 1 (memcalc checks)
+        e.bytes_activations = mm_course_cp_act_bytes(m, s->micro_batch, s->seq, s->cp);
+        e.bytes_workspace = mm_course_cp_workspace_bytes(m, s->micro_batch, s->seq, s->cp,
+                                                         s->cp_ulysses);
+        e.bytes_comm = mm_course_cp_comm_bytes(m, s->micro_batch, s->seq, s->cp, s->cp_ulysses);
+        // One layer's saved tensors for this rank's rows: 16C + 4 floats a row and a
+        // log-sum-exp a row and head (mm_course_act_bytes' per_layer, flash attention's).
+        double N = (double)s->micro_batch * s->seq / s->cp, C = m->hidden;
+        e.act_per_layer = 4 * (N * (16 * C + 4) + N * m->heads);
+    }
     e.bytes_total = e.bytes_params + e.bytes_grads + e.bytes_optimizer + e.bytes_activations +
-                    e.bytes_workspace;
+                    e.bytes_workspace + e.bytes_comm;
     return e;
 }
 

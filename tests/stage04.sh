@@ -214,23 +214,27 @@ print(f"{'PASS' if ok else 'FAIL'} {name}  {'first and last' if n == 2 else 'fir
       f"{want[:n] if want else None} (rel 1e-5)")
 PY
     # Every rank's ledger: the activations of its T/cp rows, 1/cp of one rank's (cp = 1,
-    # the core's flash attention); the communication buffers the ring's two blocks of
-    # K, V, dK, dV (the backward's), or Ulysses' send and receive buffers of q, k, v.
-    "$PY" - "$f.log" "$S4_DIR/cp-one.log" "cp.memory.$name" "$cp" "$4" <<'PY'
-import sys
-log, one, name, cp, att = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+    # the core's flash attention); and every category byte for byte stage 01's calculator
+    # (memcalc --cp: the ring's two blocks of K, V, dK, dV or Ulysses' send and receive
+    # buffers as communication, their scratch as workspace).
+    "$BUILD/memcalc" --layers 2 --hidden 48 --heads 12 --seq 24 --vocab 251 --recipe course \
+        --micro-batch 2 --cp "$cp" --cp-attention "$4" --json >"$f.calc.json"
+    "$PY" - "$f.log" "$S4_DIR/cp-one.log" "cp.memory.$name" "$cp" "$f.calc.json" <<'PY'
+import json, sys
+log, one, name, cp, calc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 mem = lambda path: [dict(kv.split("=") for kv in l.split()[1:]) for l in open(path) if l.startswith("MEM ")]
 full = int(mem(one)[0]["activations"]) if mem(one) else -1
-B, T, C = 2, 24, 48
-Tl = T // cp
-comm = 2 * B * Tl * 4 * C * 4 if att == "ring" else 2 * B * Tl * 3 * C * 4
+c = json.load(open(calc))
+want = {k: int(c["bytes_" + k]) for k in ("params", "grads", "optimizer", "activations",
+                                          "workspace", "comm")}
 ranks = mem(log)
-bad = [f"rank {m['rank']}: activations {m['activations']} comm {m['comm']}" for m in ranks
-       if int(m["activations"]) * cp != full or int(m["comm"]) != comm]
+bad = [f"rank {m['rank']} {k} {m[k]} != {v}" for m in ranks for k, v in want.items() if int(m[k]) != v]
+bad += [f"rank {m['rank']}: activations x cp {int(m['activations']) * cp} != {full}" for m in ranks
+        if int(m["activations"]) * cp != full]
 ok = ranks and full > 0 and not bad
-print(f"{'PASS' if ok else 'FAIL'} {name}  {len(ranks)} ranks: activations x cp = one rank's "
-      f"{full} B, comm {comm} B (the {'ring' if att == 'ring' else 'all-to-all'}'s buffers)"
-      + ("; " + "; ".join(bad[:2]) if bad else ""))
+print(f"{'PASS' if ok else 'FAIL'} {name}  {len(ranks)} ranks: ledger = memcalc --cp {cp} in every "
+      f"category (activations {want['activations']} B = one rank's {full} / cp, workspace "
+      f"{want['workspace']} B, comm {want['comm']} B)" + ("; " + "; ".join(bad[:3]) if bad else ""))
 PY
 }
 run cp-equiv-ring-zigzag-2 s4_cp_equiv ring.zigzag.cp2 2 2 ring zigzag
