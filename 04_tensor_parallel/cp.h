@@ -42,7 +42,7 @@ typedef struct {
 // silently.
 int cp_runs(int T, int cp, int rank, int zigzag, CpRuns *out);
 // The causal (query, key) pairs rank `rank` computes: sum over its queries of the keys
-// at or before them. The work each rank does, to compare placements.
+// at or before them. The work each rank does, to compare placements (cp_attention.c).
 long long cp_causal_pairs(int T, int cp, int rank, int zigzag);
 
 // ---- merging partial attention (softmax_merge.c) ----

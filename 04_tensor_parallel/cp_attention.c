@@ -29,6 +29,15 @@ static int keys_seen(const CpBlock *b, int i) {
 
 int cp_block_sees(const CpBlock *b) { return b->nq > 0 && b->nk > 0 && keys_seen(b, b->nq - 1) > 0; }
 
+long long cp_causal_pairs(int T, int cp, int rank, int zigzag) {
+    CpRuns r;
+    if (cp_runs(T, cp, rank, zigzag, &r) != 0) return -1;
+    long long pairs = 0;
+    for (int k = 0; k < r.n; k++)
+        for (int i = r.start[k]; i < r.start[k] + r.len[k]; i++) pairs += i + 1;
+    return pairs;
+}
+
 long long cp_block_pairs(const CpBlock *b) {
     long long n = 0;
     for (int i = 0; i < b->nq; i++) n += keys_seen(b, i);

@@ -50,6 +50,16 @@ static RingShape shape_of(const ContextParallel *cp, int B, int T, int C, int NH
 // Row of run k's first token among this rank's Tl rows.
 static int run_row(const CpRuns *r, int k) { return k ? r->len[0] : 0; }
 
+// Sequence b, head h: this rank's query run a against run j of the block it holds
+// (theirs: the runs of the rank the block came from). *qrow: the run's first row.
+static CpBlock block_at(const RingShape *s, const CpRuns *theirs, const float *qkv,
+                        const float *blk, int b, int h, int a, int j, size_t *qrow) {
+    *qrow = (size_t)b * s->Tl + run_row(&s->mine, a);
+    const float *k = blk + ((size_t)b * s->Tl + run_row(theirs, j)) * s->W + h * s->hs;
+    return (CpBlock){qkv + *qrow * 3 * s->C + h * s->hs, k, k + s->C, 3 * s->C, s->W,
+                     s->mine.len[a], theirs->len[j], s->hs, s->mine.start[a], theirs->start[j]};
+}
+
 // The block buffer: this rank's K and V rows (and, backward, room for dK and dV).
 static void pack_kv(const RingShape *s, float *blk, const float *qkv) {
     for (int b = 0; b < s->B; b++)
@@ -91,11 +101,8 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
             for (int h = 0; h < NH; h++)
                 for (int a = 0; a < s.mine.n; a++)
                     for (int j = 0; j < theirs.n; j++) {
-                        size_t qrow = (size_t)b * s.Tl + run_row(&s.mine, a);
-                        size_t krow = (size_t)b * s.Tl + run_row(&theirs, j);
-                        CpBlock x = {qkv + qrow * 3 * C + h * s.hs, blk + krow * s.W + h * s.hs,
-                                     blk + krow * s.W + C + h * s.hs, 3 * C, s.W, s.mine.len[a],
-                                     theirs.len[j], s.hs, s.mine.start[a], theirs.start[j]};
+                        size_t qrow;
+                        CpBlock x = block_at(&s, &theirs, qkv, blk, b, h, a, j, &qrow);
                         if (!cp_block_sees(&x)) continue;
                         double t0 = thread_cpu_seconds();
                         cp_block_forward(&x, po, s.hs, pl);
@@ -140,12 +147,9 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
             for (int h = 0; h < NH; h++)
                 for (int a = 0; a < s.mine.n; a++)
                     for (int j = 0; j < theirs.n; j++) {
-                        size_t qrow = (size_t)b * s.Tl + run_row(&s.mine, a);
-                        size_t krow = (size_t)b * s.Tl + run_row(&theirs, j);
-                        float *kb = blk + krow * s.W + h * s.hs;
-                        CpBlock x = {qkv + qrow * 3 * C + h * s.hs, kb, kb + C, 3 * C, s.W,
-                                     s.mine.len[a], theirs.len[j], s.hs, s.mine.start[a],
-                                     theirs.start[j]};
+                        size_t qrow;
+                        CpBlock x = block_at(&s, &theirs, qkv, blk, b, h, a, j, &qrow);
+                        float *kb = (float *)x.k;  // this buffer's: dK and dV ride behind K, V
                         size_t hr = ((size_t)b * NH + h) * s.Tl + run_row(&s.mine, a);
                         double t0 = thread_cpu_seconds();
                         cp_block_backward(&x, dout + qrow * C + h * s.hs, C, lse + hr, D + hr,

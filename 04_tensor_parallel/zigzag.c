@@ -18,12 +18,3 @@ int cp_runs(int T, int cp, int rank, int zigzag, CpRuns *out) {
     *out = (CpRuns){2, {rank * c, (2 * cp - 1 - rank) * c}, {c, c}};
     return 0;
 }
-
-long long cp_causal_pairs(int T, int cp, int rank, int zigzag) {
-    CpRuns r;
-    if (cp_runs(T, cp, rank, zigzag, &r) != 0) return -1;
-    long long pairs = 0;
-    for (int k = 0; k < r.n; k++)
-        for (int i = r.start[k]; i < r.start[k] + r.len[k]; i++) pairs += i + 1;
-    return pairs;
-}
