@@ -326,9 +326,14 @@ int main(int argc, char **argv) {
             if (s.cp_ulysses && m.heads % cp)
                 flags_fail("--cp-attention ulysses: --heads %d is not divisible by --cp %d",
                            m.heads, cp);
-            if (prec != PREC_FP32 || s.recompute != RECOMPUTE_NONE)
-                flags_fail("--cp %d: cp_train runs fp32 without recompute (--precision fp32 "
-                           "--recompute none)", cp);
+            if (prec != PREC_FP32)
+                flags_fail("--cp %d: cp_train runs fp32 (--precision fp32)", cp);
+            if (s.recompute != RECOMPUTE_NONE)
+                flags_fail("--cp %d: the calculator models context parallelism without "
+                           "recompute (--recompute none)", cp);
+            if (gpus > 0 || zero > 0)
+                flags_fail("--cp %d with %s: cp_train is whole replicas over dp x cp (no ZeRO; "
+                           "--gpus searches other layouts)", cp, gpus > 0 ? "--gpus" : "--zero");
         }
         // Recompute (stage 06): none, selective or full, every k-th layer.
         if (strcmp(dropout, "on") == 0)

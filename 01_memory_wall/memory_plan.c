@@ -122,7 +122,11 @@ double mm_course_cp_workspace_bytes(const ModelSpec *m, int B, int T, int cp, in
     double Tl = (double)T / cp, C = m->hidden, NH = m->heads;
     double layers = mm_course_workspace_bytes(m, B, T / cp, 1, 0) - 4.0 * B * NH * Tl * Tl;
     if (cp <= 1) return layers;
-    return layers + 4 * (ulysses ? 8 * B * Tl * C : B * NH * Tl);
+    if (ulysses) return layers + 4 * 8 * B * Tl * C;
+    // The ring's forward holds a block's partial output and lse (Tl (hs + 1) floats), its
+    // backward D a row and head (B NH Tl): the larger is the peak.
+    double fwd = Tl * (C / NH + 1), bwd = B * NH * Tl;
+    return layers + 4 * (fwd > bwd ? fwd : bwd);
 }
 
 double mm_course_cp_comm_bytes(const ModelSpec *m, int B, int T, int cp, int ulysses) {
@@ -281,11 +285,11 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
 }
 
 const char *mm_first_oom(const MemEstimate *e, double capacity) {
-    const char *names[] = {"params", "grads", "optimizer", "activations", "workspace"};
+    const char *names[] = {"params", "grads", "optimizer", "activations", "workspace", "comm"};
     double parts[] = {e->bytes_params, e->bytes_grads, e->bytes_optimizer, e->bytes_activations,
-                      e->bytes_workspace};
+                      e->bytes_workspace, e->bytes_comm};
     double held = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         held += parts[i];
         if (held > capacity) return names[i];
     }

@@ -196,6 +196,10 @@ static void hier_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt)
         return;
     }
     int k = node.size;
+    if (across.size == 1) {  // one node: nothing crosses, the ring is all there is
+        ring_allreduce(c, g, buf, count, dt);
+        return;
+    }
     comm_coll_begin(c, &node, COLL_REDUCE_SCATTER, count, dt);
     if (k > 1) ring_reduce_scatter(c, &node, buf, count, dt);
     comm_coll_begin(c, &node, COLL_REDUCE, count, dt);

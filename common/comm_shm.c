@@ -76,6 +76,7 @@ typedef struct {
     uint64_t cap;
     size_t stream_min;                    // messages this long or longer: streaming stores
     size_t direct_min;                    // ... read from the sender's memory (SIZE_MAX: never)
+    int refuse;                           // COURSE_SHM_DIRECT=refused: act refused
     unsigned char *stage;                 // a reducing direct receive's piece (DIRECT_STAGE)
     int n;
 } Shm;
@@ -117,12 +118,18 @@ size_t shm_region_bytes(int n) { return data_offset(n) + channel_cap(n) * (size_
 
 static Shm *shm(Comm *c) { return (Shm *)c->state; }
 
-// COURSE_SHM_DIRECT=0 turns the single copy off (the two-copy path, for comparison).
-static size_t direct_min_bytes(void) {
+// COURSE_SHM_DIRECT=0 turns the single copy off (the two-copy path, for comparison);
+// =refused keeps the senders' direct messages but has every receiver act as if the
+// kernel refused its first read (EPERM): the fallback a strict ptrace policy takes,
+// exercised on any machine (tests/stage02.sh).
+static size_t direct_min_bytes(int *refuse) {
     const char *e = getenv("COURSE_SHM_DIRECT");
+    *refuse = 0;
     if (e && *e) {
-        CHECK(strcmp(e, "0") == 0 || strcmp(e, "1") == 0, "COURSE_SHM_DIRECT=%s: 0 or 1", e);
+        CHECK(strcmp(e, "0") == 0 || strcmp(e, "1") == 0 || strcmp(e, "refused") == 0,
+              "COURSE_SHM_DIRECT=%s: 0, 1 or refused", e);
         if (*e == '0') return SIZE_MAX;
+        *refuse = *e == 'r';
     }
     return DIRECT_MIN_BYTES;
 }
@@ -195,9 +202,16 @@ static int direct_receive(Comm *c, Shm *s, ChannelCtl *ch, CommRequest *r) {
     n -= n % es;
     struct iovec local = {sum ? s->stage : r->buf + r->done, n};
     struct iovec remote = {(void *)(uintptr_t)(r->direct_addr + r->done), n};
-    ssize_t got = n ? process_vm_readv((pid_t)r->direct_pid, &local, 1, &remote, 1, 0) : 0;
+    ssize_t got = !n ? 0 : s->refuse ? (errno = EPERM, -1)
+                        : process_vm_readv((pid_t)r->direct_pid, &local, 1, &remote, 1, 0);
     if (got < 0 && errno == ESRCH) comm_die_waiting(c, r, "the peer's process has exited");
-    if (got < 0) {  // EPERM, ENOSYS: the two-copy way from now on
+    if (got < 0 && r->done > 0) {  // part of it read: the two could no longer agree where
+        char why[160];             // the payload resumes in the channel
+        snprintf(why, sizeof why, "reading the sender's memory failed partway (%s)",
+                 strerror(errno));
+        comm_die_waiting(c, r, why);
+    }
+    if (got < 0) {  // EPERM, ENOSYS at the first read: the two-copy way from now on
         r->direct_pid = 0;
         atomic_store_explicit(&ch->refused, 1, memory_order_release);
         return 1;
@@ -357,7 +371,7 @@ void shm_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores st
     CHECK(s, "out of memory");
     s->stream_min = stores == SHM_STORES_CACHED ? SIZE_MAX
                   : stores == SHM_STORES_STREAMING ? 0 : STREAM_MIN_BYTES;
-    s->direct_min = direct_min_bytes();
+    s->direct_min = direct_min_bytes(&s->refuse);
     c->ops = &shm_ops;
     c->state = s;
     c->transport = TRANSPORT_SHM;
@@ -383,9 +397,11 @@ void shm_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores st
             for (uint64_t off = 0; off < s->cap; off += (uint64_t)page) (void)ch[off];
         }
     atomic_store(&s->hdr->pid[c->rank], (int)getpid());
+    // The stage always: a reducing receive reads into it whenever the sender sent a
+    // direct message, whatever this rank's own COURSE_SHM_DIRECT.
+    s->stage = malloc(DIRECT_STAGE);
+    CHECK(s->stage, "out of memory");
     if (s->direct_min != SIZE_MAX) {
-        s->stage = malloc(DIRECT_STAGE);
-        CHECK(s->stage, "out of memory");
         // Yama's ptrace policy 1 lets a process read only its descendants' memory unless
         // they name it; the ranks are siblings. (No Yama: EINVAL, and nothing to do.)
         prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);

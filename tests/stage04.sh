@@ -281,3 +281,26 @@ s4_cp_fits() {
     fi
 }
 run cp-device-mem s4_cp_fits
+# The ledger against memcalc --cp where the ring's forward scratch (a block's partial
+# output, hs + 1 floats a row) outweighs its backward's (D, a float a row and head):
+# one head of 64, one sequence.
+s4_cp_memory_one_head() {
+    local f="$S4_DIR/cp-onehead" model="--layers 2 --width 64 --heads 1 --seq 24 --vocab 251"
+    echo "PLAN cp.memory.ring.one_head"
+    "$BUILD/cp_train" --np 2 --cp 2 $model --batch 1 --steps 1 --peak-tflops 1 --timeout 20 \
+        >"$f.log" 2>&1
+    "$BUILD/memcalc" --layers 2 --hidden 64 --heads 1 --seq 24 --vocab 251 --recipe course \
+        --micro-batch 1 --cp 2 --json >"$f.json"
+    "$PY" - "$f.log" "$f.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[2]))
+ranks = [dict(kv.split("=") for kv in l.split()[1:]) for l in open(sys.argv[1]) if l.startswith("MEM ")]
+bad = [f"rank {m['rank']} {k} {m[k]} != {int(c['bytes_' + k])}" for m in ranks
+       for k in ("activations", "workspace", "comm") if int(m[k]) != int(c["bytes_" + k])]
+ok = len(ranks) == 2 and not bad
+print(f"{'PASS' if ok else 'FAIL'} cp.memory.ring.one_head  {len(ranks)} ranks: workspace "
+      f"{int(c['bytes_workspace'])} B (the forward's scratch the larger), activations, comm = "
+      f"memcalc --cp 2" + ("; " + "; ".join(bad[:3]) if bad else ""))
+PY
+}
+run cp-memory-one-head s4_cp_memory_one_head
