@@ -131,6 +131,6 @@ typedef struct {
     TrainStrategy strategy;
 } CPTrain;
 // cp: the context-parallel group (its ranks share a sequence); all: every rank, over
-// which the gradients are averaged.
+// which the gradients are averaged; algo: Ulysses' all-to-all.
 void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *all, Algo algo, int zigzag, int ulysses,
                    Ctx *ctx);

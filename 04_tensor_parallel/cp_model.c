@@ -138,7 +138,9 @@ void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *all, Algo algo, int zi
     memset(s, 0, sizeof *s);
     s->cp = (ContextParallel){.comm = c, .group = cp, .zigzag = zigzag, .algo = algo, .ctx = ctx};
     s->ulysses = ulysses;
-    ddp_init(&s->ddp, c, all, algo);
+    // The gradients' mean: the ring all-reduce for the pairwise all-to-all (which has no
+    // all-reduce of its name), else the all-to-all's own algorithm (naive, mpi).
+    ddp_init(&s->ddp, c, all, algo == ALGO_PAIRWISE ? ALGO_RING : algo);
     s->strategy = (TrainStrategy){.build = cp_build, .run_micro_batches = cp_run, .step = cp_step,
                                   .gather_params = cp_gather_params, .destroy = cp_destroy,
                                   .arg = s};

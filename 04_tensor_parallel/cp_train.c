@@ -77,9 +77,7 @@ int main(int argc, char **argv) {
     Group cpg;
     comm_group_new(c, &cpg, "cp", ranks, cp);
     CPTrain s;
-    cp_train_init(&s, c, &cpg, comm_world(c), al == ALGO_PAIRWISE ? ALGO_RING : al, zigzag,
-                  ulysses, &j.ctx);
-    s.cp.algo = al;  // Ulysses' all-to-all; the gradients' mean takes the ring (or al)
+    cp_train_init(&s, c, &cpg, comm_world(c), al, zigzag, ulysses, &j.ctx);
     char label[160], lay[64];
     snprintf(label, sizeof label, "CP %d (%s, %s) x DP %d", cp, attention, layout, dp);
     snprintf(lay, sizeof lay, "dp=%d cp=%d", dp, cp);

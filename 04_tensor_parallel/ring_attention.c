@@ -38,8 +38,9 @@ typedef struct {
     CpRuns mine;
 } RingShape;
 
-static RingShape shape_of(const ContextParallel *cp, int B, int T, int C, int NH) {
-    RingShape s = {B, T, C, NH, C / NH, T / cp->group->size, 0, {0}};
+// W: the floats of a block's row (K, V; and dK, dV backward).
+static RingShape shape_of(const ContextParallel *cp, int B, int T, int C, int NH, int W) {
+    RingShape s = {B, T, C, NH, C / NH, T / cp->group->size, W, {0}};
     CHECK(cp_runs(T, cp->group->size, cp->group->rank, cp->zigzag, &s.mine) == 0,
           "context parallelism: a sequence of %d tokens does not split into %d %s chunks "
           "(T must be a multiple of %d)", T, cp->group->size, cp->zigzag ? "zigzag" : "contiguous",
@@ -81,8 +82,7 @@ static void pass_on(ContextParallel *cp, CommRequest **q, const float *cur, floa
 
 void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const float *qkv, int B,
                             int T, int C, int NH) {
-    RingShape s = shape_of(cp, B, T, C, NH);
-    s.W = 2 * C;
+    RingShape s = shape_of(cp, B, T, C, NH, 2 * C);
     int p = cp->group->size, r = cp->group->rank;
     size_t n = (size_t)B * s.Tl * s.W, bytes = sizeof(float) * n;
     float *buf[2] = {cp_buffer(cp, MEM_COMM, n), cp_buffer(cp, MEM_COMM, n)};
@@ -123,8 +123,7 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
 void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout,
                              const float *qkv, const float *out, const float *lse, int B, int T,
                              int C, int NH) {
-    RingShape s = shape_of(cp, B, T, C, NH);
-    s.W = 4 * C;  // K, V, dK, dV
+    RingShape s = shape_of(cp, B, T, C, NH, 4 * C);
     int p = cp->group->size, r = cp->group->rank;
     size_t n = (size_t)B * s.Tl * s.W, bytes = sizeof(float) * n, nd = (size_t)B * NH * s.Tl;
     float *buf[2] = {cp_buffer(cp, MEM_COMM, n), cp_buffer(cp, MEM_COMM, n)};
