@@ -11,7 +11,8 @@
 //                          node plus a gather to its leader and a scatter back,
 //                          2(k-1)/k n + 2(k-1)/k n bytes on the fast links; across, the
 //                          leaders' ring: 2(m-1)/m n on each node's slow link, against
-//                          the flat ring's 2(p-1)/p n
+//                          the flat ring's 2(p-1)/p n; over two nodes pipelined in C
+//                          chunks, about max(inside, across) instead of their sum
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +178,45 @@ static void leader_shards(Comm *c, Group *node, void *buf, size_t count, DType d
     comm_wait(c, q, n);
 }
 
+int hier_chunks(size_t count, DType dt, int nodes) {
+    size_t chunks = count * dtype_size(dt) / HIER_CHUNK_BYTES;
+    return nodes != 2 || chunks < 1 ? 1 : chunks > HIER_MAX_CHUNKS ? HIER_MAX_CHUNKS : (int)chunks;
+}
+
+// Reduce-scatter inside the node, then the node's shards gathered to its leader (member 0).
+static void hier_gather(Comm *c, Group *node, void *buf, size_t count, DType dt) {
+    comm_coll_begin(c, node, COLL_REDUCE_SCATTER, count, dt);
+    if (node->size > 1) ring_reduce_scatter(c, node, buf, count, dt);
+    comm_coll_begin(c, node, COLL_REDUCE, count, dt);
+    if (node->size > 1) leader_shards(c, node, buf, count, dt, 1);
+}
+
+// The leader's shards scattered back, then the all-gather inside the node.
+static void hier_scatter(Comm *c, Group *node, void *buf, size_t count, DType dt) {
+    comm_coll_begin(c, node, COLL_BROADCAST, count, dt);
+    if (node->size > 1) leader_shards(c, node, buf, count, dt, 0);
+    comm_coll_begin(c, node, COLL_ALLGATHER, count, dt);
+    if (node->size > 1) ring_all_gather(c, node, buf, count, dt);
+}
+
+// Two leaders' exchange of one chunk: the whole chunk each way, posted and left moving
+// (comm_progress_meanwhile) while the node works on the chunks beside it.
+static void exchange_post(Comm *c, Group *across, void *chunk, void *tmp, size_t count, DType dt,
+                          CommRequest *q[2]) {
+    comm_coll_begin(c, across, COLL_ALLREDUCE, count, dt);
+    q[0] = comm_isend(c, across, 1 - across->rank, chunk, count * dtype_size(dt));
+    q[1] = comm_irecv(c, across, 1 - across->rank, tmp, count * dtype_size(dt), RECV_COPY, dt);
+    comm_progress_meanwhile(c, q, 2);
+}
+
+// Waits for it, and adds the partner's chunk: a + b = b + a in IEEE arithmetic (bf16 too:
+// added in fp32, rounded once), so both leaders hold the same bits.
+static void exchange_finish(Comm *c, void *chunk, void *tmp, size_t count, DType dt,
+                            CommRequest *q[2]) {
+    comm_wait(c, q, 2);
+    reduce_sum_into(chunk, tmp, count, dt);
+}
+
 // Reduce-scatter inside the node, the node's shards gathered to its leader, the leaders'
 // all-reduce of the whole buffer across the nodes, the shards scattered back, all-gather
 // inside: each on its own group (so the headers say which link a message belongs to).
@@ -185,34 +225,53 @@ static void leader_shards(Comm *c, Group *node, void *buf, size_t count, DType d
 // per GPU), but these nodes have one link each, and k TCP flows through its shallow
 // queue drop each other's packets (2 x 4 at 400 Mbit: 0.40-0.48 s a call against 0.36 s
 // predicted, unevenly). The gather and the scatter move (k-1)/k n inside, at memory
-// speed. Across two nodes the leaders' all-reduce is one exchange of the whole buffer
-// (recursive doubling's one round): the ring's bytes, without its half-way wait.
+// speed.
+//
+// Across two nodes the leaders' all-reduce is one exchange (recursive doubling's one
+// round: the ring's bytes, without its half-way wait), and it is pipelined: the buffer
+// cut into hier_chunks() chunks, chunk i crosses while the node scatters chunk i-1 and
+// gathers chunk i+1, so the slow link is busy while the fast one works (as NCCL's
+// channels pipeline their chunks). Time: about max(inside, across) instead of their sum.
+// Across more nodes, the leaders' ring, unpipelined.
 static void hier_allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt) {
     CHECK(comm_launch_mode(c) != LAUNCH_MPIRUN, "all-reduce 'hier' under mpirun: its groups would be new "
           "MPI communicators at every call; use --algo mpi (MPI's own is hierarchical) or ring");
     Group node, across;
-    if (!hier_groups(c, g, &node, &across)) {
-        ring_allreduce(c, g, buf, count, dt);
+    if (!hier_groups(c, g, &node, &across) || across.size == 1) {  // no hierarchy, or one node:
+        ring_allreduce(c, g, buf, count, dt);                      // the ring is all there is
         return;
     }
-    int k = node.size;
-    if (across.size == 1) {  // one node: nothing crosses, the ring is all there is
-        ring_allreduce(c, g, buf, count, dt);
+    if (across.size > 2) {
+        hier_gather(c, &node, buf, count, dt);
+        if (node.rank == 0) {  // the leaders, one a node: `across` is theirs
+            comm_coll_begin(c, &across, COLL_ALLREDUCE, count, dt);
+            ring_allreduce(c, &across, buf, count, dt);
+        }
+        hier_scatter(c, &node, buf, count, dt);
         return;
     }
-    comm_coll_begin(c, &node, COLL_REDUCE_SCATTER, count, dt);
-    if (k > 1) ring_reduce_scatter(c, &node, buf, count, dt);
-    comm_coll_begin(c, &node, COLL_REDUCE, count, dt);
-    if (k > 1) leader_shards(c, &node, buf, count, dt, 1);
-    if (node.rank == 0) {  // the leaders, one a node: `across` is theirs
-        comm_coll_begin(c, &across, COLL_ALLREDUCE, count, dt);
-        if (across.size == 2) rd_allreduce(c, &across, buf, count, dt);
-        else if (across.size > 1) ring_allreduce(c, &across, buf, count, dt);
+    int chunks = hier_chunks(count, dt, across.size);
+    size_t lo = 0, hi = 0, prev_lo = 0, prev_hi = 0, es = dtype_size(dt);
+    void *tmp = NULL;
+    if (node.rank == 0) {
+        size_t most = count / (size_t)chunks + 1;  // elements in the largest chunk
+        tmp = malloc(most * es);
+        CHECK(tmp, "out of memory for a %zu-element exchange buffer", most);
     }
-    comm_coll_begin(c, &node, COLL_BROADCAST, count, dt);
-    if (k > 1) leader_shards(c, &node, buf, count, dt, 0);
-    comm_coll_begin(c, &node, COLL_ALLGATHER, count, dt);
-    if (k > 1) ring_all_gather(c, &node, buf, count, dt);
+    CommRequest *q[2];
+    for (int i = 0; i <= chunks; i++) {
+        if (i < chunks) {
+            shard_range(count, chunks, i, &lo, &hi);
+            hier_gather(c, &node, at(buf, lo, dt), hi - lo, dt);
+        }
+        if (node.rank == 0) {
+            if (i > 0) exchange_finish(c, at(buf, prev_lo, dt), tmp, prev_hi - prev_lo, dt, q);
+            if (i < chunks) exchange_post(c, &across, at(buf, lo, dt), tmp, hi - lo, dt, q);
+        }
+        if (i > 0) hier_scatter(c, &node, at(buf, prev_lo, dt), prev_hi - prev_lo, dt);
+        prev_lo = lo, prev_hi = hi;
+    }
+    free(tmp);
 }
 
 // ---------------------------------------------------------------- all-to-all

@@ -40,6 +40,13 @@ int algo_parse(const char *s, Algo *out);    // 0 on success
 
 void shard_range(size_t count, int n, int i, size_t *lo, size_t *hi);
 
+// The hierarchical all-reduce across two nodes is pipelined over chunks of about
+// HIER_CHUNK_BYTES (at most HIER_MAX_CHUNKS; chunk i = shard_range(count, chunks, i)):
+// how many for count elements of dt over `nodes` nodes (1 unless there are two).
+#define HIER_CHUNK_BYTES ((size_t)1 << 20)
+#define HIER_MAX_CHUNKS 64
+int hier_chunks(size_t count, DType dt, int nodes);
+
 void allreduce(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void reduce_scatter(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);
 void all_gather(Comm *c, Group *g, void *buf, size_t count, DType dt, Algo a);

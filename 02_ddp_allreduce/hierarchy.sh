@@ -12,9 +12,13 @@
 #    hier, each beside its prediction from those fits, and OpenMPI's MPI_Allreduce under
 #    mpirun --hostfile across the same nodes (where there is an MPI):
 #      ring  2(p-1) (alpha_x + n/p beta_x)          every step waits on its hop across nodes
-#      hier  4(k-1) (alpha_i + n/k beta_i)          reduce-scatter, gather to the leader,
+#      hier  I_c + C max(I_c, X_c), pipelined over C chunks of n/C (collectives.h's
+#            hier_chunks: 1 MiB each, at most 64), where for one chunk
+#        I_c = 4(k-1) (alpha_i + n/(kC) beta_i)     reduce-scatter, gather to the leader,
 #                                                   scatter, all-gather: in the node
-#          + 2(m-1) (alpha_x + n/m beta_x)          the leaders' ring across the nodes
+#        X_c = 2(m-1) (alpha_x + n/(mC) beta_x)     the leaders' exchange across the nodes
+#            (each chunk's exchange runs while the node scatters the one before and
+#            gathers the one after; the first gather and the last scatter run alone)
 #    (p = k m ranks, k a node, m nodes; x the link across, i the one inside, fitted with
 #    the layout's p ranks on this machine: 8 ranks on 2 cores move shared memory 5x
 #    slower than 2 do).
@@ -90,7 +94,10 @@ for rate in $rates; do
         awk -v L="$layout" -v R="$rate" -v n="$n" -v p="$p" -v k="$k" -v m="$m" -v ai="${intra_a[$p]}" \
             -v bi="${intra_b[$p]}" -v ax="$ax" -v bx="$bx" -v ring="$ring" -v hier="$hier" -v mpi="$mpi" 'BEGIN {
             pr = 2 * (p - 1) * (ax * 1e-6 + n / p * bx * 1e-9)
-            ph = 4 * (k - 1) * (ai * 1e-6 + n / k * bi * 1e-9) + 2 * (m - 1) * (ax * 1e-6 + n / m * bx * 1e-9)
+            C = int(n / 1048576); if (C < 1) C = 1; if (C > 64) C = 64  # hier_chunks, 2 nodes
+            Ic = 4 * (k - 1) * (ai * 1e-6 + n / (k * C) * bi * 1e-9)
+            Xc = 2 * (m - 1) * (ax * 1e-6 + n / (m * C) * bx * 1e-9)
+            ph = Ic + C * (Ic > Xc ? Ic : Xc)
             mbit = R + 0; if (R ~ /gbit$/) mbit *= 1000; else if (R ~ /kbit$/) mbit /= 1000
             bus = 2 * (p - 1) / p * n / 1e6  # MB moved per rank, nccl-tests style
             printf "%s %s %g %.3f %.3f %+.1f %.3f %.3f %+.1f %.2f %s %.1f %.1f %s\n", L, R, mbit, ring, pr,

@@ -224,8 +224,21 @@ void comm_take_flows(Comm *c, PeerFlow flows[COMM_MAX_RANKS]) {
     memset(c->flow, 0, sizeof c->flow);
 }
 
+void comm_progress_meanwhile(Comm *c, CommRequest **reqs, int n) {
+    CHECK(c->n_meanwhile + n <= COMM_MAX_MEANWHILE, "more than %d requests moved along meanwhile",
+          COMM_MAX_MEANWHILE);
+    for (int i = 0; i < n; i++) c->meanwhile[c->n_meanwhile++] = reqs[i];
+}
+
+// Frees r, first taking it off the list of those moved along meanwhile.
+static void release(Comm *c, CommRequest *r) {
+    for (int i = 0; i < c->n_meanwhile; i++)
+        if (c->meanwhile[i] == r) c->meanwhile[i--] = c->meanwhile[--c->n_meanwhile];
+    free(r);
+}
+
 // Moves every request of reqs[0..n) along until the first `need` of them are
-// complete (need = n: all of them).
+// complete (need = n: all of them); those of comm_progress_meanwhile too.
 static void wait_for(Comm *c, CommRequest **reqs, int n, int need) {
     double start = now_seconds(), last_moved = start, next_check = start + 0.1;
     int remaining = need;
@@ -237,6 +250,8 @@ static void wait_for(Comm *c, CommRequest **reqs, int n, int need) {
             moved |= progress(c, reqs[i]);
             if (!reqs[i]->complete && i < need) remaining++;
         }
+        for (int i = 0; i < c->n_meanwhile; i++)
+            if (!c->meanwhile[i]->complete) moved |= progress(c, c->meanwhile[i]);
         if (remaining == 0) break;
         double now = now_seconds();
         if (moved) { last_moved = now; continue; }
@@ -271,12 +286,12 @@ static void wait_for(Comm *c, CommRequest **reqs, int n, int need) {
 
 void comm_wait(Comm *c, CommRequest **reqs, int n) {
     wait_for(c, reqs, n, n);
-    for (int i = 0; i < n; i++) free(reqs[i]);
+    for (int i = 0; i < n; i++) release(c, reqs[i]);
 }
 
 void comm_wait_first(Comm *c, CommRequest **reqs, int n) {
     wait_for(c, reqs, n, n > 0 ? 1 : 0);
-    if (n > 0) free(reqs[0]);
+    if (n > 0) release(c, reqs[0]);
 }
 
 int comm_test(Comm *c, CommRequest *r) {

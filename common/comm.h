@@ -186,6 +186,12 @@ void comm_wait_first(Comm *c, CommRequest **reqs, int n);
 // Moves r along without blocking; 1 when it is complete (then comm_wait frees it
 // at once).
 int comm_test(Comm *c, CommRequest *r);
+// Requests that every wait moves along while it waits for its own, until they are
+// waited for themselves (MPI moves every request a rank has posted; here only those a
+// caller names, at most COMM_MAX_MEANWHILE at once): a pipelined all-reduce keeps the
+// slow link busy with one chunk while its ranks work on another over the fast one.
+#define COMM_MAX_MEANWHILE 8
+void comm_progress_meanwhile(Comm *c, CommRequest **reqs, int n);
 // Blocking conveniences.
 void comm_send(Comm *c, const Group *g, int peer, const void *buf, size_t bytes);
 void comm_recv(Comm *c, const Group *g, int peer, void *buf, size_t bytes);

@@ -89,6 +89,8 @@ struct Comm {
     int kill_rank, stall_rank;
     int64_t kill_seq, stall_seq;
     int kill_mid;          // comm_inject_kill_mid: 1 armed, 2 inside the collective to die in
+    CommRequest *meanwhile[COMM_MAX_MEANWHILE];  // comm_progress_meanwhile's requests
+    int n_meanwhile;
     const TransportOps *ops;
     void *state;           // the transport's state
 };

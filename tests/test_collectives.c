@@ -79,8 +79,8 @@ typedef struct {
     // went, whatever the phase), and its share of what they must be: with m nodes of
     // k ranks, 2m((k-1) n + n - s0) elements inside (a node's ring reduce-scatter and
     // all-gather, (k-1) n each, and its leader's gather and scatter of every shard but
-    // its own s0 elements: about 2m(k-1)(k+1)/k n) and 2(m-1) n across (the leaders'
-    // ring), summed over the ranks.
+    // its own s0 elements, s0 summed over the chunks of a pipelined one: about
+    // 2m(k-1)(k+1)/k n) and 2(m-1) n across (the leaders' ring), summed over the ranks.
     double inside, inside_want, across, across_want;
 } Verdict;
 
@@ -120,9 +120,15 @@ static void check_exact(Comm *c, Group *g, CollOp op, Algo a, size_t n, DType dt
         v->inside += (double)sent.inside;
         v->across += (double)sent.across;
         v->across_want += 2 * (m - 1) * e / p;
-        size_t lo, hi;  // the leader's own shard: what its gather and scatter do not move
-        shard_range(n, (int)nk, 0, &lo, &hi);
-        double mine = (double)(hi - lo) * dtype_size(dt);
+        // The leader's own shard of each chunk: what its gather and scatter do not move.
+        int chunks = hier_chunks(n, dt, (int)m);
+        double mine = 0;
+        for (int i = 0; i < chunks; i++) {
+            size_t lo, hi, s_lo, s_hi;
+            shard_range(n, chunks, i, &lo, &hi);
+            shard_range(hi - lo, (int)nk, 0, &s_lo, &s_hi);
+            mine += (double)(s_hi - s_lo) * dtype_size(dt);
+        }
         v->inside_want += m * (2 * (nk - 1) * e + 2 * (e - mine)) / p;
     }
     if (a == ALGO_RING && op != OP_BROADCAST) {
@@ -394,9 +400,18 @@ int main(int argc, char **argv) {
                     check_all_to_all_v(c, g, (Algo)a, counts[k], DT_F32, &mine);
                     check_all_to_all_v(c, g, (Algo)a, counts[k], DT_BF16, &mine);
                 }
+                // Across two nodes hier is pipelined over chunks of HIER_CHUNK_BYTES: three
+                // and a ragged end (and, in bf16, one and a half).
+                size_t piped = 3 * HIER_CHUNK_BYTES / sizeof(float) - 5;
+                int chunked = a == ALGO_HIER && g == world && hier_chunks(piped, DT_F32, p / comm_node_size(c)) > 1;
+                if (chunked) {
+                    check_exact(c, g, (CollOp)op, (Algo)a, piped, DT_F32, &mine);
+                    check_exact(c, g, (CollOp)op, (Algo)a, piped, DT_BF16, &mine);
+                }
                 if (op == OP_ALLREDUCE) mine.rand_bad = check_random(c, g, (Algo)a, 4099);
-                snprintf(what, sizeof what, "%zu counts x fp32/bf16%s, exact", NCOUNTS,
-                         op == OP_ALL_TO_ALL ? ", equal and uneven blocks" : "");
+                snprintf(what, sizeof what, "%zu counts x fp32/bf16%s, exact", NCOUNTS + chunked,
+                         op == OP_ALL_TO_ALL ? ", equal and uneven blocks"
+                         : chunked ? " (one of 3 pipelined chunks)" : "");
             }
             // Verdicts travel by point-to-point, not by the collectives under test.
             if (r == 0) {
