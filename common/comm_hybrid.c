@@ -9,7 +9,18 @@
 // each request goes to the one its peer's node chooses. A transport's functions find
 // their state in c->state, so the layer puts the chosen one there for the call (one
 // thread drives a Comm at a time: comm_bind_thread).
+//
+// The built-in launcher maps the shm region before it forks; ranks that torchrun
+// started separately share one through a named POSIX shared-memory object instead
+// (hybrid_transport_after_tcp).
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "comm_internal.h"
@@ -89,17 +100,68 @@ static const TransportOps hybrid_ops = {
     .finalize = hybrid_finalize,
 };
 
-void hybrid_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores stores) {
+// The two halves made (c->ops, c->state: the TCP mesh's; near: the shm region's) joined.
+static void join(Comm *c, Half near, size_t cap) {
     Hybrid *h = calloc(1, sizeof *h);
     CHECK(h, "out of memory");
-    shm_transport_init(c, region, region_bytes, stores);
-    h->near = (Half){c->ops, c->state};
-    size_t cap = c->channel_bytes;  // the shm channel's: what a send may leave unreceived
-    c->transport = TRANSPORT_SHM_TCP;  // tells the TCP mesh to link the nodes only
-    tcp_transport_init(c);
+    h->near = near;
     h->far = (Half){c->ops, c->state};
     c->ops = &hybrid_ops;
     c->state = h;
     c->transport = TRANSPORT_SHM_TCP;
-    c->channel_bytes = cap;
+    c->channel_bytes = cap;  // the shm channel's: what a send may leave unreceived
+}
+
+void hybrid_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores stores) {
+    shm_transport_init(c, region, region_bytes, stores);
+    Half near = {c->ops, c->state};
+    size_t cap = c->channel_bytes;
+    c->transport = TRANSPORT_SHM_TCP;  // tells the TCP mesh to link the nodes only
+    tcp_transport_init(c);
+    join(c, near, cap);
+}
+
+// The node's first rank creates the object under a name nobody can have chosen before
+// (its pid and the clock), sends the name to the node's other ranks over the TCP mesh,
+// and removes the name once each has mapped it: a run killed in between leaves it in
+// /dev/shm, nothing else does.
+#define SHM_NAME_BYTES 64
+void hybrid_transport_after_tcp(Comm *c, ShmStores stores) {
+    int k = c->node_size, first = c->rank / k * k, fd;
+    size_t bytes = shm_region_bytes(c->size);
+    char name[SHM_NAME_BYTES] = "";
+    if (c->rank == first) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(name, sizeof name, "/course-shm-%d-%ld%09ld", (int)getpid(), (long)ts.tv_sec,
+                 ts.tv_nsec);
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        CHECK(fd >= 0, "rank %d: cannot create the shared memory %s for the ranks of its node: %s",
+              c->rank, name, strerror(errno));
+        CHECK(ftruncate(fd, (off_t)bytes) == 0, "rank %d: cannot size the shared memory %s to %zu "
+              "bytes: %s", c->rank, name, bytes, strerror(errno));
+        for (int r = first + 1; r < first + k; r++) comm_send(c, &c->world, r, name, sizeof name);
+    } else {
+        comm_recv(c, &c->world, first, name, sizeof name);
+        fd = shm_open(name, O_RDWR, 0);
+        CHECK(fd >= 0, "rank %d: cannot open its node's shared memory %s (made by rank %d): %s",
+              c->rank, name, first, strerror(errno));
+    }
+    void *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    CHECK(region != MAP_FAILED, "rank %d: cannot map %zu bytes of shared memory %s: %s", c->rank,
+          bytes, name, strerror(errno));
+    close(fd);
+    char mapped = 1;
+    if (c->rank == first) {
+        for (int r = first + 1; r < first + k; r++) comm_recv(c, &c->world, r, &mapped, 1);
+        shm_unlink(name);
+    } else {
+        comm_send(c, &c->world, first, &mapped, 1);
+    }
+    Half far = {c->ops, c->state};
+    shm_transport_init(c, region, bytes, stores);
+    Half near = {c->ops, c->state};
+    size_t cap = c->channel_bytes;
+    c->ops = far.ops, c->state = far.state;
+    join(c, near, cap);
 }

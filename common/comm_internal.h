@@ -114,6 +114,10 @@ void launch_nodes_plan(LaunchNodes *ln, int nodes, const char *cluster, int np);
 void launch_nodes_master(const LaunchNodes *ln, int node);  // MASTER_ADDR: node's address
 void launch_nodes_enter(const LaunchNodes *ln, int node);
 void hybrid_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores stores);
+// The same for ranks connected by tcp_transport_init already (all pairs: torchrun's,
+// started separately): the node's ranks map one named shared-memory object (the region
+// is then never unmapped: the process's exit does it).
+void hybrid_transport_after_tcp(Comm *c, ShmStores stores);
 // MPI as launcher: MPI_Init, world rank and size; 0 if this build has no MPI.
 int mpi_launch_init(int *rank, int *size);
 void mpi_launch_finalize(void);

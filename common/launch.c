@@ -359,6 +359,10 @@ Comm *comm_launch(const CommConfig *cfg) {
         c->node_size = node_size(size, env("LOCAL_WORLD_SIZE") ? "LOCAL_WORLD_SIZE" : NULL, 0);
         c->transport = TRANSPORT_TCP;
         tcp_transport_init(c);
+        // The ranks of a node (LOCAL_WORLD_SIZE says which: without it, nothing does)
+        // then talk through shared memory, unless --transport tcp asked for sockets.
+        if (cfg->transport != TRANSPORT_TCP && env("LOCAL_WORLD_SIZE") && c->node_size > 1)
+            hybrid_transport_after_tcp(c, cfg->shm_stores);
         return c;
     }
     int n = cfg->np > 0 ? cfg->np : 1;

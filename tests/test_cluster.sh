@@ -1,50 +1,70 @@
 #!/usr/bin/env bash
 # test_cluster.sh — training across the "nodes" of scripts/cluster.sh (network
 # namespaces on this machine, joined by shaped links): 2 nodes x 2 ranks started the
-# way torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR = node 0's address), DDP over
-# the TCP transport, and started by the built-in launcher (--nodes 2 --cluster: shared
+# way torchrun starts them (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR = node 0's
+# address), DDP over shared memory inside a node and TCP across or TCP between every
+# pair, and started by the built-in launcher (--nodes 2 --cluster: shared
 # memory inside a node, TCP across), each against one process with the same global
 # batch; the bytes each link class carried; then the cluster taken down, leaving no
 # namespace or process behind. Without root or network namespaces every check says
 # SKIP, with the reason.
 BUILD=${1:-build}
 . tests/cluster_test_lib.sh
-cluster_test_begin cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_hier cluster.builtin_ddp_2x2 \
+cluster_test_begin cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_tcp cluster.torchrun_ddp_2x2_hier \
+    cluster.torchrun_shm_inside_node cluster.builtin_ddp_2x2 \
     cluster.builtin_ddp_2x2_hier cluster.builtin_ddp_2x2_tcp cluster.shm_inside_node \
     cluster.mpirun_ddp_2x2 cluster.mpirun_ddp_2x2_mpi cluster.link_down_diagnosed cluster.link_shaped
 
 # 2 ranks on each node, started as torchrun starts them (LOCAL_WORLD_SIZE: the ranks of
-# a node); the link between the nodes is the only way from one to the other.
+# a node); the link between the nodes is the only way from one to the other. What each
+# run sent over node 0's loopback and over its link to the switch (the kernel's counters
+# inside the namespace) says which way the bytes went.
 model=(--preset tiny --steps 5 --batch 2 --lr 1e-3 --log-every 100 --warmup 0 --peak-tflops 1)
 port=$((20000 + $$ % 20000)) master=$(bash scripts/cluster.sh addr 0)
 "$BUILD/train" "${model[@]}" --batch 8 --save-params "$dir/one.safetensors" >"$dir/one.log" 2>&1
+tx() { bash scripts/cluster.sh exec 0 cat "/sys/class/net/$1/statistics/tx_bytes"; }
 ddp_2x2() {  # ddp_2x2 CHECK FLAGS...: DDP on the 4 ranks against one process
-    local check=$1 r p rcs=() pids=(); shift
+    local check=$1 r p rcs=() pids=() lo0 link0; shift
     port=$((port + 1))
+    lo0=$(tx lo) link0=$(tx "${CLUSTER_PREFIX}n0")
     for r in 0 1 2 3; do
         RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 MASTER_ADDR=$master \
             MASTER_PORT=$port timeout -k 5 90 bash scripts/cluster.sh exec $((r / 2)) "$BUILD/ddp_train" \
-            --transport tcp --timeout 30 "${model[@]}" "$@" --save-params "$dir/$check.safetensors" \
+            --timeout 30 "${model[@]}" "$@" --save-params "$dir/$check.safetensors" \
             >"$dir/$check.rank$r.log" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
     if [ "${rcs[*]}" = "0 0 0 0" ]; then
         "$BUILD/tests/compare_params" "$dir/$check.safetensors" "$dir/one.safetensors" 1e-5 "$check" |
-            sed "s/\$/ (ranks 0,1 on node 0, 2,3 on node 1; TCP; ${*:-ring})/"
+            sed "s/\$/ (ranks 0,1 on node 0, 2,3 on node 1; $(grep -o -m1 'over 4 ranks ([^)]*)' "$dir/$check.rank0.log"))/"
     else
         echo "FAIL $check  exit codes ${rcs[*]}: $(grep -h -m1 -E 'error|killed' "$dir/$check".rank*.log | head -n 2)"
     fi
+    echo "$check $(($(tx lo) - lo0)) $(($(tx "${CLUSTER_PREFIX}n0") - link0))" >>"$dir/bytes"
 }
-ddp_2x2 cluster.torchrun_ddp_2x2
-ddp_2x2 cluster.torchrun_ddp_2x2_hier --algo hier  # inside each node, then across
+ddp_2x2 cluster.torchrun_ddp_2x2                     # shm inside each node, TCP across
+ddp_2x2 cluster.torchrun_ddp_2x2_tcp --transport tcp # TCP between every pair
+ddp_2x2 cluster.torchrun_ddp_2x2_hier --algo hier    # inside each node, then across
+# inside_node CHECK RUN TCP_RUN: RUN's node-0 loopback carried only the rendezvous (the
+# bytes inside the node took shared memory) and its link the ring's crossing; TCP_RUN's
+# loopback carried them. Rank 1 sends rank 0 about 3.5 MB over the 5 steps (a ring's
+# 2(p-1)/p of the 474 kB of gradients a step), and rank 1 as much to rank 2 on node 1.
+inside_node() {
+    local check=$1 shm_lo shm_link tcp_lo tcp_link
+    read -r _ shm_lo shm_link < <(grep "^$2 " "$dir/bytes")
+    read -r _ tcp_lo tcp_link < <(grep "^$3 " "$dir/bytes")
+    if [ "${shm_lo:-0}" -lt 200000 ] && [ "${shm_link:-0}" -gt 1000000 ] && [ "${tcp_lo:-0}" -gt 1000000 ]; then
+        echo "PASS $check  node 0 sent $shm_lo B over its loopback and $shm_link B over its link with shm+tcp, $tcp_lo B and $tcp_link B with TCP between every pair: inside a node the bytes took shared memory"
+    else
+        echo "FAIL $check  node 0's loopback / link bytes: shm+tcp ${shm_lo:-?} / ${shm_link:-?} (want < 200000 / > 1000000), tcp ${tcp_lo:-?} / ${tcp_link:-?} (want loopback > 1000000)"
+    fi
+}
+inside_node cluster.torchrun_shm_inside_node cluster.torchrun_ddp_2x2 cluster.torchrun_ddp_2x2_tcp
 
 # The same from the built-in launcher: ranks 0,1 forked into node 0's namespace, 2,3
 # into node 1's, shared memory inside a node and TCP across (shm+tcp), or TCP between
-# every pair (--transport tcp). What each run sent over node 0's loopback and over its
-# link to the switch (the kernel's counters inside the namespace) says which way the
-# bytes went.
-tx() { bash scripts/cluster.sh exec 0 cat "/sys/class/net/$1/statistics/tx_bytes"; }
+# every pair (--transport tcp).
 builtin_2x2() {  # builtin_2x2 CHECK FLAGS...
     local check=$1 lo0 link0; shift
     lo0=$(tx lo) link0=$(tx "${CLUSTER_PREFIX}n0")
@@ -60,17 +80,7 @@ builtin_2x2() {  # builtin_2x2 CHECK FLAGS...
 builtin_2x2 cluster.builtin_ddp_2x2
 builtin_2x2 cluster.builtin_ddp_2x2_hier --algo hier
 builtin_2x2 cluster.builtin_ddp_2x2_tcp --transport tcp
-# Rank 1 sends rank 0 about 3.5 MB over the 5 steps (a ring's 2(p-1)/p of the 474 kB of
-# gradients a step), and rank 1 as much to rank 2 on node 1: with shm+tcp, node 0's
-# loopback carries only the rendezvous (< 200 kB) and its link the ring's crossing (> 1
-# MB); with TCP between every pair, the loopback carries rank 1's megabytes too.
-read -r _ shm_lo shm_link < <(grep '^cluster.builtin_ddp_2x2 ' "$dir/bytes")
-read -r _ tcp_lo tcp_link < <(grep '^cluster.builtin_ddp_2x2_tcp ' "$dir/bytes")
-if [ "${shm_lo:-0}" -lt 200000 ] && [ "${shm_link:-0}" -gt 1000000 ] && [ "${tcp_lo:-0}" -gt 1000000 ]; then
-    echo "PASS cluster.shm_inside_node  node 0 sent $shm_lo B over its loopback and $shm_link B over its link with shm+tcp, $tcp_lo B and $tcp_link B with TCP between every pair: inside a node the bytes took shared memory"
-else
-    echo "FAIL cluster.shm_inside_node  node 0's loopback / link bytes: shm+tcp ${shm_lo:-?} / ${shm_link:-?} (want < 200000 / > 1000000), tcp ${tcp_lo:-?} / ${tcp_link:-?} (want loopback > 1000000)"
-fi
+inside_node cluster.shm_inside_node cluster.builtin_ddp_2x2 cluster.builtin_ddp_2x2_tcp
 
 # Real mpirun with a hostfile of the two nodes (cluster.sh mpirun: its rsh agent enters
 # a node's namespace as ssh would log into a host), --transport mpi: OpenMPI's shared

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_transports.sh — the comm layer (tests/test_comm.c) under every launcher and
-# transport: built-in (shm), mpirun (mpi, and tcp), torchrun's convention (tcp).
+# transport: built-in (shm), mpirun (mpi, and tcp), torchrun's convention (tcp; and,
+# given LOCAL_WORLD_SIZE, shm between the ranks of a node).
 # Then the failure paths: a rank that never comes, and ranks that disagree on a
 # message size, must end the job within seconds with a diagnostic, never hang.
 #
@@ -43,12 +44,13 @@ ok() {
 }
 
 # torchrun N ARGS...: N ranks by the torchrun convention on $port, rank 0 started
-# last (the others must wait for it). Outputs in $dir/rank<r>, exit codes in rcs.
+# last (the others must wait for it); LWS=k sets LOCAL_WORLD_SIZE (nodes of k ranks).
+# Outputs in $dir/rank<r>, exit codes in rcs.
 torchrun() {
     local n=$1 r; shift
     local pids=()
     for ((r = n - 1; r >= 0; r--)); do
-        RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        env RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port ${LWS:+LOCAL_WORLD_SIZE=$LWS} \
             timeout -k 5 60 "$BIN" "$@" >"$dir/rank$r" 2>&1 &
         pids[r]=$!
         sleep 0.1
@@ -72,15 +74,19 @@ else
     echo "SKIP transports.mpirun  mpirun not found (install openmpi-bin)"
 fi
 
-for n in 3 4; do
-    torchrun "$n" --timeout 30
+# Without LOCAL_WORLD_SIZE nothing says which ranks share a machine: TCP between every
+# pair. With it (torchrun sets it), shared memory inside each node of LOCAL_WORLD_SIZE.
+for run in 3:tcp 4:tcp 4:shm+tcp; do
+    n=${run%%:*} t=${run#*:} lws=
+    [ "$t" = tcp ] || lws=2
+    LWS=$lws torchrun "$n" --timeout 30
     grep -h -E '^(PASS|FAIL) ' "$dir"/rank*
     all0=1
     for x in "${rcs[@]}"; do [ "$x" -eq 0 ] || all0=0; done
-    if [ "$all0" -eq 1 ] && grep -q '^PASS ' "$dir/rank0"; then
-        echo "PASS transports.torchrun.tcp.np$n  all $n ranks exited 0"
+    if [ "$all0" -eq 1 ] && grep -q "^PASS comm\.torchrun\.$t\." "$dir/rank0"; then
+        echo "PASS transports.torchrun.$t.np$n  all $n ranks exited 0${lws:+ (LOCAL_WORLD_SIZE=$lws)}"
     else
-        echo "FAIL transports.torchrun.tcp.np$n  exit codes ${rcs[*]}: $(said "$dir"/rank*)"
+        echo "FAIL transports.torchrun.$t.np$n  exit codes ${rcs[*]}, transport wanted $t: $(said "$dir"/rank*)"
     fi
     rm -f "$dir"/rank*
 done
