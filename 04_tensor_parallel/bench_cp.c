@@ -33,7 +33,7 @@ static RankWork run_once(Comm *c, Ctx *ctx, int zigzag, int B, int T, int C, int
     rng_fill_normal(&rng, qkv, n3, 0.0f, 1.0f);
     rng_fill_normal(&rng, dout, n1, 0.0f, 1.0f);
     ContextParallel cp = {.comm = c, .group = g, .zigzag = zigzag, .algo = ALGO_PAIRWISE,
-                          .ctx = ctx};
+                          .ctx = ctx, .overlap = 1};
     RankWork w = {1e30, 1e30, 0};
     for (int i = 0; i < reps; i++) {  // the least of the passes: interference only adds
         comm_barrier(c, g);

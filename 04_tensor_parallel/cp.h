@@ -12,7 +12,8 @@
 //                    to a partial result, backward to its share of dQ, dK, dV
 //   ring_attention.c the ring: each rank keeps its queries, the keys and values go
 //                    round the cp ranks a block at a time (their gradients too, and
-//                    home), every block merged in
+//                    home), every block merged in                         (exercise)
+//   ring_steps.c     the ring's plumbing: its blocks, its messages in flight
 //   ulysses.c        Ulysses: an all-to-all trades the split of the sequence for a split
 //                    of the heads, attention runs whole on each rank's heads, and an
 //                    all-to-all trades back
@@ -29,6 +30,7 @@
 #include "ddp.h"
 #include "model.h"
 #include "optim.h"
+#include "timeline.h"
 #include "trainer.h"
 
 // ---- which tokens a rank holds (zigzag.c) ----
@@ -82,6 +84,9 @@ typedef struct {
     int zigzag;     // placement: zigzag.c's
     Algo algo;      // Ulysses' all-to-all (stage 02's: naive, pairwise or mpi)
     Ctx *ctx;       // Ulysses' attention: the core's flash attention on this context
+    int overlap;    // the ring moves its messages between blocks of compute (else only
+                    // in its waits: what --no-overlap measures against)
+    Timeline *tl;   // the ring's compute, messages and waits (NULL: not recorded)
     double compute_s;  // the ring's block computations, CPU seconds of this thread (+=)
     long long pairs;   // the ring's (query, key) pairs computed, forward (+=)
 } ContextParallel;

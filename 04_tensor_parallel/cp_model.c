@@ -136,7 +136,8 @@ static void cp_destroy(GPT *g, void *arg) {
 void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *all, Algo algo, int zigzag, int ulysses,
                    Ctx *ctx) {
     memset(s, 0, sizeof *s);
-    s->cp = (ContextParallel){.comm = c, .group = cp, .zigzag = zigzag, .algo = algo, .ctx = ctx};
+    s->cp = (ContextParallel){.comm = c, .group = cp, .zigzag = zigzag, .algo = algo, .ctx = ctx,
+                              .overlap = 1};
     s->ulysses = ulysses;
     // The gradients' mean: the ring all-reduce for the pairwise all-to-all (which has no
     // all-reduce of its name), else the all-to-all's own algorithm (naive, mpi).

@@ -12,9 +12,9 @@ S04_OBJS := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
             $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/ddp.o \
             $(BUILD)/$(S02)/baseline_mpi.o
 S04_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memory_plan.o
-# Context parallelism (cp.h): softmax_merge.c and zigzag.c are exercises too.
-S04_CP := $(call stage_obj,$(S04)/softmax_merge.c $(S04)/zigzag.c) \
-          $(patsubst %,$(BUILD)/$(S04)/%.o,cp_attention ring_attention ulysses)
+# Context parallelism (cp.h): softmax_merge.c, zigzag.c and ring_attention.c are exercises too.
+S04_CP := $(call stage_obj,$(S04)/softmax_merge.c $(S04)/zigzag.c $(S04)/ring_attention.c) \
+          $(patsubst %,$(BUILD)/$(S04)/%.o,cp_attention ring_steps ulysses)
 S04_BINS := $(BUILD)/tp_train $(BUILD)/cp_train $(BUILD)/bench_cp $(BUILD)/tests/test_tp \
             $(BUILD)/tests/test_cp
 BINS += $(S04_BINS)

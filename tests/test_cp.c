@@ -255,8 +255,8 @@ static void local_rows(float *dst, const float *x, int B, int T, int width, cons
 // Ring attention (ulysses 0) or Ulysses (1) on the group's ranks against the core's
 // flash attention over the whole sequence (every rank computes it, from the same seed):
 // out, lse and dqkv of this rank's rows (Ulysses: lse of its heads); and the bytes. The
-// ring: (cp-1) blocks of K, V forward, cp blocks of K, V, dK, dV backward (the last pass
-// takes the gradients home). Ulysses: (cp-1)/cp of q, k, v and of the output forward
+// ring: (cp-1) blocks of K, V forward; backward (cp-1) of K, V and cp of dK, dV (the
+// last takes the gradients home). Ulysses: (cp-1)/cp of q, k, v and of the output forward
 // (4C a token), of q, k, v, out, dout and dqkv backward (8C).
 static void test_layout(TestState *ts, Comm *c, int ulysses, int zigzag) {
     Group *g = comm_world(c);
@@ -284,7 +284,8 @@ static void test_layout(TestState *ts, Comm *c, int ulysses, int zigzag) {
                    sizeof(float) * (NH / p) * T);
     else  // (B, NH, T) -> every head, this rank's positions
         local_rows(want_l, fl, B * NH, T, 1, &runs);
-    ContextParallel cp = {.comm = c, .group = g, .zigzag = zigzag, .algo = ALGO_PAIRWISE, .ctx = &ctx};
+    ContextParallel cp = {.comm = c, .group = g, .zigzag = zigzag, .algo = ALGO_PAIRWISE, .ctx = &ctx,
+                          .overlap = 1};
     float *out = xmalloc(sizeof(float) * B * Tl * C), *lse = xmalloc(sizeof(float) * B * NH * Tl);
     float *dqkv = xcalloc((size_t)B * Tl * 3 * C, 4);
     CollKind kind = ulysses ? COLL_ALLTOALL : COLL_P2P;
@@ -296,17 +297,29 @@ static void test_layout(TestState *ts, Comm *c, int ulysses, int zigzag) {
     else ring_attention_backward(&cp, dqkv, ld, lq, out, lse, B, T, C, NH);
     uint64_t s2 = comm_counters(c)[kind].bytes_sent;
     double fwd = ulysses ? 4.0 * 4 * (p - 1) * B * Tl * C / p : 4.0 * (p - 1) * B * Tl * 2 * C;
-    double bwd = ulysses ? 4.0 * 8 * (p - 1) * B * Tl * C / p : 4.0 * p * B * Tl * 4 * C;
-    double mine[4] = {rel_error(out, want_o, (size_t)B * Tl * C),
+    double bwd = ulysses ? 4.0 * 8 * (p - 1) * B * Tl * C / p : 4.0 * (2 * p - 1) * B * Tl * 2 * C;
+    double mine[5] = {rel_error(out, want_o, (size_t)B * Tl * C),
                       rel_error(lse, want_l, (size_t)B * NH * Tl),
                       rel_error(dqkv, want_d, (size_t)B * Tl * 3 * C),
-                      (double)(s1 - s0) == fwd && (double)(s2 - s1) == bwd};
+                      (double)(s1 - s0) == fwd && (double)(s2 - s1) == bwd, 1};
+    if (!ulysses) {  // the ring moving its bytes only in its waits: the same sums, bitwise
+        cp.overlap = 0;
+        float *o2 = xmalloc(sizeof(float) * B * Tl * C), *l2 = xmalloc(sizeof(float) * B * NH * Tl);
+        float *d2 = xcalloc((size_t)B * Tl * 3 * C, 4);
+        ring_attention_forward(&cp, o2, l2, lq, B, T, C, NH);
+        ring_attention_backward(&cp, d2, ld, lq, o2, l2, B, T, C, NH);
+        mine[4] = !memcmp(o2, out, sizeof(float) * B * Tl * C) &&
+                  !memcmp(l2, lse, sizeof(float) * B * NH * Tl) &&
+                  !memcmp(d2, dqkv, sizeof(float) * B * Tl * 3 * C);
+        free(o2); free(l2); free(d2);
+    }
     if (r == 0) {
-        double worst[4] = {mine[0], mine[1], mine[2], mine[3]}, other[4];
+        double worst[5] = {mine[0], mine[1], mine[2], mine[3], mine[4]}, other[5];
         for (int q = 1; q < p; q++) {
             comm_recv(c, g, q, other, sizeof other);
             for (int i = 0; i < 3; i++) worst[i] = max_err(worst[i], other[i]);
             worst[3] = worst[3] && other[3];
+            worst[4] = worst[4] && other[4];
         }
         char name[64];
         snprintf(name, sizeof name, "cp.%s.%s.np%d", ulysses ? "ulysses" : "ring",
@@ -314,13 +327,16 @@ static void test_layout(TestState *ts, Comm *c, int ulysses, int zigzag) {
         // Ulysses runs each head's very computation, on the same numbers: bitwise. The
         // ring sums each row over blocks instead of tiles: fp32's reordering, 1e-5.
         double tol = ulysses ? 0 : 1e-5;
-        test_report(ts, worst[0] <= tol && worst[1] <= tol && worst[2] <= tol && worst[3], name,
+        test_report(ts, worst[0] <= tol && worst[1] <= tol && worst[2] <= tol && worst[3] &&
+                    worst[4], name,
                     "B %d, T %d over %d ranks, %d heads of %d: worst rank's out %.2e, lse %.2e, "
                     "dqkv %.2e against one process's flash attention (tol %s); bytes per rank %s "
-                    "%s", B, T, p, NH, C / NH, worst[0], worst[1], worst[2],
+                    "%s%s", B, T, p, NH, C / NH, worst[0], worst[1], worst[2],
                     ulysses ? "0: bitwise" : "1e-5",
                     worst[3] ? "=" : "!=", ulysses ? "(cp-1)/cp of 4C a token forward, 8C backward"
-                    : "(cp-1) K,V blocks forward and cp K,V,dK,dV blocks backward");
+                    : "(cp-1) K,V blocks forward, (cp-1) K,V and cp dK,dV blocks backward",
+                    ulysses ? "" : worst[4] ? "; without overlap bitwise the same"
+                                            : "; without overlap NOT the same bits");
     } else {
         comm_send(c, g, 0, mine, sizeof mine);
     }
