@@ -92,6 +92,7 @@ static float cp_run(GPT *g, const int *tokens, const int *targets, int B, int T,
         s->B = B;
     }
     gpt_zero_grad(g);
+    if (s->cp.tl) timeline_clear(s->cp.tl);  // (--trace keeps the last step's)
     double loss = 0;
     for (int micro = 0; micro < m; micro++) {
         const int *tk = tokens + (size_t)micro * B * T, *tg = targets + (size_t)micro * B * T;

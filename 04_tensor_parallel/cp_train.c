@@ -4,6 +4,7 @@
 //   build/cp_train --np 2 --cp 2 --seq 256                  # ring attention, zigzag
 //   build/cp_train --np 4 --cp 2 --cp-attention ulysses      # Ulysses, 2 (dp) x 2 (cp)
 //   build/cp_train --np 2 --cp 2 --cp-layout contiguous      # the unbalanced placement
+//   build/cp_train --np 2 --cp 2 --seq 1024 --trace runs/cp   # the ring's last step, timed
 //
 // The loop is common/trainer.c; cp_model.c's strategy runs each rank's rows of every
 // micro-batch and averages the gradients over all ranks. Every rank prints one MEM line
@@ -14,12 +15,32 @@
 #include "check.h"
 #include "cp.h"
 
+// The last step's spans (cp_model.c clears them as each step begins) on rank 0, and every
+// rank's share of its ring messages' time spent while it computed, and the time it
+// waited for them (the communication it did not hide).
+static void write_trace(const char *trace, const Timeline *tl, Comm *c) {
+    double comm_s, hidden_s, wait_s = 0;
+    timeline_overlap(tl, &comm_s, &hidden_s);
+    for (size_t i = 0; i < tl->lane[TL_WAIT].n; i++)
+        wait_s += tl->lane[TL_WAIT].spans[i].t1 - tl->lane[TL_WAIT].spans[i].t0;
+    char json[1024], dat[1024];
+    snprintf(json, sizeof json, "%s.json", trace);
+    snprintf(dat, sizeof dat, "%s.dat", trace);
+    int rc = timeline_write(tl, c, comm_world(c), json, dat);
+    printf("OVERLAP rank=%d comm_ms=%.3f hidden_ms=%.3f overlap=%.1f%% wait_ms=%.3f\n",
+           comm_rank(c), comm_s * 1e3, hidden_s * 1e3, comm_s > 0 ? 100.0 * hidden_s / comm_s : 0.0,
+           wait_s * 1e3);
+    if (comm_rank(c) == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
+}
+
 int main(int argc, char **argv) {
     int nodes = 1;
     const char *cluster = NULL;
     int np = 1, cp = 0;
     double timeout = 60;
     const char *algo = "pairwise", *layout = "zigzag", *attention = "ring", *transport = "shm";
+    const char *trace = NULL;
+    int no_overlap = 0;
     Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
         F_NODES(&nodes, &cluster),
@@ -33,6 +54,10 @@ int main(int argc, char **argv) {
         F_CHOICE("--algo", &algo, "pairwise|naive|mpi", "Ulysses' all-to-all; the gradients' "
                  "all-reduce is the ring (naive and mpi: theirs)"),
         F_CHOICE("--transport", &transport, "shm|mpi|tcp", "how ranks talk (mpi: under mpirun)"),
+        F_BOOL("--no-overlap", &no_overlap, "the ring moves its blocks only while it waits for "
+               "them, not between blocks of compute (to measure the overlap against)"),
+        F_STRING("--trace", &trace, "write the last step's timeline of the ring to TRACE.json "
+                 "(Perfetto) and TRACE.dat, and print each rank's OVERLAP line"),
         F_DOUBLE("--timeout", &timeout, 0.1, 86400, "seconds any wait may take before the rank gives up"),
     };
     TrainJob j;
@@ -65,11 +90,12 @@ int main(int argc, char **argv) {
                    j.a.precision);
     if (flag_on(j.flags, j.nf, "--elastic"))  // (stage 07's flag, where it is linked in)
         flags_fail("--elastic: a context-parallel layout cannot lose one rank");
+    if (trace) timeline_check_output(trace);  // written at the end: a bad path fails now
     Algo al;
     algo_parse(algo, &al);
     char words[96];
-    snprintf(words, sizeof words, "--cp=%d --cp-attention=%s --cp-layout=%s --algo=%s", cp,
-             attention, layout, algo);
+    snprintf(words, sizeof words, "--cp=%d --cp-attention=%s --cp-layout=%s --algo=%s "
+             "--no-overlap=%d", cp, attention, layout, algo, no_overlap);
     train_job_launch(&j, &cc, words);  // from here on, one rank of many
     Comm *c = j.comm;
     int dp = comm_size(c) / cp, me = comm_rank(c), ranks[COMM_MAX_RANKS];
@@ -78,6 +104,10 @@ int main(int argc, char **argv) {
     comm_group_new(c, &cpg, "cp", ranks, cp);
     CPTrain s;
     cp_train_init(&s, c, &cpg, comm_world(c), al, zigzag, ulysses, &j.ctx);
+    Timeline tl;
+    timeline_init(&tl, trace != NULL);
+    s.cp.overlap = !no_overlap;
+    s.cp.tl = &tl;
     char label[160], lay[64];
     snprintf(label, sizeof label, "CP %d (%s, %s) x DP %d", cp, attention, layout, dp);
     snprintf(lay, sizeof lay, "dp=%d cp=%d", dp, cp);
@@ -85,6 +115,8 @@ int main(int argc, char **argv) {
                     .strategy = &s.strategy, .layout = lay};
     train_run(&j, &h);
     ledger_print_mem_line(&j.ctx.ledger, stdout, j.ctx.rank, "");
+    if (trace) write_trace(trace, &tl, c);
+    timeline_free(&tl);
     fflush(stdout);
     train_job_end(&j);
     return 0;

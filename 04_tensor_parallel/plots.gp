@@ -145,3 +145,54 @@ plot g using (nosp($2)):7 with lines lw 2 lc rgb c_no title "predicted, no SP", 
      s using (sp($2) * 1.04):4:5:6 with yerrorbars pt 5 ps 1.3 lw 2 lc rgb c_sp title "measured, SP (a little to the right)"
 unset multiplot
 unset label 100
+
+# ---------------------------------------------------------------- ring attention's overlap
+# cp_overlap.sh's last steps across two nodes, with and without the overlap: one row per
+# rank and lane (compute, messages from posted to seen complete, waiting), on one time axis.
+if (strlen(system(sprintf("ls %s/timelines/cp_two.dat %s/timelines/cp_two_no_overlap.dat 2>/dev/null", dir, dir))) > 0) {
+    ringcol(s) = strstrt(s, "ring forward") == 1 ? 0x4477AA : strstrt(s, "ring backward") == 1 ? 0x66CCEE : \
+                 strstrt(s, "K,V") == 1 ? 0xEE6677 : strstrt(s, "dK,dV") == 1 ? 0xCCBB44 : 0x000000
+    o = dir."/cp_overlap.txt"
+    set autoscale xy
+    stats dir."/timelines/cp_two_no_overlap.dat" using 4 nooutput
+    tmax = STATS_max
+    set output dir."/cp_overlap.png"
+    unset logscale
+    unset ylabel
+    set xtics autofreq
+    set mxtics default
+    set format x "%g"
+    set bmargin 4
+    set terminal pngcairo size 1200, 700 noenhanced font ",11"
+    set multiplot layout 2, 1 title "Ring attention, cp = 2 across two nodes: the K,V blocks move while the rank computes\n" . \
+        "(the small preset, one long sequence a step; one step, each rank's compute, its messages from posted to complete, and its waits)"
+    do for [m in "overlap no_overlap"] {
+        tf = dir."/timelines/cp_two".(m eq "overlap" ? "" : "_no_overlap").".dat"
+        set autoscale xy
+        stats o using ((strcol(1) eq "two" && strcol(2) eq m) ? $3 : NaN) nooutput
+        ms = STATS_max
+        stats o using ((strcol(1) eq "two" && strcol(2) eq m) ? $4 : NaN) nooutput
+        set title sprintf("%s: %.0f ms a step, %.0f ms of it waiting for a message (mean of the ranks)", \
+                          m eq "overlap" ? "moved between blocks of compute (the default)" : "moved only while waiting (--no-overlap)", \
+                          ms, STATS_max)
+        set xrange [0:tmax * 1.01]
+        set yrange [-7.5:0.6]
+        set ytics ("rank 0 compute" 0, "rank 0 messages" -1, "rank 0 waiting" -2, \
+                   "rank 1 compute" -4, "rank 1 messages" -5, "rank 1 waiting" -6) scale 0
+        set grid xtics noytics
+        set style fill solid 0.9 noborder
+        set key outside right top
+        set xlabel m eq "overlap" ? "" : "time since the step began (ms); blank: the rest of the model (its layers token by token, AdamW)"
+        if (m ne "overlap") { set label 100 footer at screen 0.99, screen 0.012 right font ",9" textcolor rgb "#444444" }
+        plot tf using (($3 + $4) / 2):(-(4 * $1 + $2)):(($4 - $3) / 2):(0.4):(ringcol(strcol(5))) \
+                with boxxyerror lc rgb variable notitle, \
+             NaN with boxes lc rgb "#4477AA" title "ring forward", \
+             NaN with boxes lc rgb "#66CCEE" title "ring backward", \
+             NaN with boxes lc rgb "#EE6677" title "K,V block", \
+             NaN with boxes lc rgb "#CCBB44" title "dK,dV"
+        unset label 100
+    }
+    unset multiplot
+    set ytics autofreq
+    set grid
+}

@@ -20,7 +20,11 @@
 #      of 4096 (build/bench_cp; cp_balance_np{2,4}.txt); and the GPT on one sequence of
 #      2048 tokens: one rank against cp = 2 (ring zigzag and contiguous, Ulysses), step
 #      time and each rank's memory (cp_train.txt).
-#   7. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
+#   7. Where the machine can make a cluster (root, network namespaces): the ring's
+#      overlap, cp = 2 on a sequence of 4096 with and without it, on one node and across
+#      a 200 Mbit/s link (cp_overlap.sh: cp_overlap.txt, timelines/cp_*, cp_overlap.png);
+#      TP, DP and CP on one node and across two (two_levels.sh: two_levels.txt).
+#   8. gnuplot (scripts/plot.sh): every figure labelled with the machine and the date.
 #
 # Timings on a shared VM are noisy: the sweep is several rounds, every round runs every
 # configuration once (in an order that rotates from round to round), and reports the
@@ -290,6 +294,9 @@ for cfg in "cp1 1 ring zigzag" "cp2-ring-zigzag 2 ring zigzag" "cp2-ring-contigu
          END {printf "%s %.1f %.1f %d %d\n", L, ms, tps, v["activations"], v["comm"]}' "$tmp/$name.log" |
         tee -a "$out/cp_train.txt" | sed 's/^/   /'
 done
+echo "== context parallelism: the ring's overlap, its ranks on one node and on two (scripts/cluster.sh) =="
+echo "   where mode ms_per_step wait_ms comm_ms hidden_pct"
+two_levels 04_tensor_parallel/cp_overlap.sh "200mbit 4096" "200mbit 2048"  # (rate, then sequence)
 echo "== two levels: TP = 2 and DP = 2 with their ranks on one node or on two (scripts/cluster.sh) =="
 echo "   config rate ms_one ms_two ms_pred err_% inside_MB across_MB"
 two_levels 04_tensor_parallel/two_levels.sh "1gbit 200mbit" 200mbit
