@@ -10,7 +10,7 @@
 # (forward and backward) sit on the critical path and grow with the tokens of a step;
 # DP's one all-reduce of the gradients per step (after backward in tp_train) does not.
 # Context parallelism on the same two ranks: the ring passes K, V (and dK, dV) to its
-# neighbour, (2 (cp-1)/cp + 4) b·s·h a layer; Ulysses' all-to-alls 12 (cp-1)/cp^2 b·s·h. Writes
+# neighbour, (4 (cp-1)/cp + 2) b·s·h a layer; Ulysses' all-to-alls 12 (cp-1)/cp^2 b·s·h. Writes
 # OUT_DIR/two_levels.txt. Needs root and network namespaces: else says why, exits 77.
 set -eu
 cd "$(dirname "$0")/.."
