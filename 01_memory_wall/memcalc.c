@@ -222,7 +222,8 @@ int main(int argc, char **argv) {
         F_INT("--dp", &dp, 1, 1 << 20, "data-parallel degree"),
         F_INT("--tp", &tp, 1, 1 << 16, "tensor-parallel degree; must divide --heads"),
         F_INT("--cp", &cp, 1, 1 << 16, "--recipe course: context-parallel ranks sharing each "
-              "sequence (stage 04's cp_train, flash attention); must divide --seq"),
+              "sequence (stage 04's cp_train, flash attention: --cp 1 is its one rank); must "
+              "divide --seq"),
         F_CHOICE("--cp-attention", &cp_attention, "ring|ulysses", "--cp's attention: the ring's "
                  "blocks, or Ulysses' all-to-all (--heads divisible by --cp)"),
         F_INT("--pp", &pp, 1, 1 << 16, "pipeline-parallel degree; at most --layers"),
@@ -274,7 +275,9 @@ int main(int argc, char **argv) {
     s.micro_batch = micro_batch;
     s.sp = sp;
     s.dp = dp; s.tp = tp; s.pp = pp; s.zero = zero;
-    s.cp = cp;
+    // --cp given, even 1: cp_train's model (flash attention); not given: the course's
+    // default attention, whose (T, T) scores are kept.
+    s.cp = flag_given(flags, nf, "--cp") ? cp : 0;
     s.cp_ulysses = strcmp(cp_attention, "ulysses") == 0;
     s.microbatches = microbatches;
     s.gpipe = strcmp(schedule, "gpipe") == 0;
@@ -317,10 +320,10 @@ int main(int argc, char **argv) {
             flags_fail("--sp: --micro-batch %d x --seq %d = %ld tokens do not split evenly over "
                        "--tp %d", micro_batch, m.seq, (long)micro_batch * m.seq, tp);
         // Context parallelism (stage 04's cp_train): whole replicas, flash attention, fp32.
-        if (cp > 1) {
+        if (s.cp >= 1) {
             if (tp > 1 || pp > 1 || sp)
-                flags_fail("--cp %d with %s: cp_train composes context parallelism with data "
-                           "parallelism only", cp, tp > 1 ? "--tp" : pp > 1 ? "--pp" : "--sp");
+                flags_fail("--cp %d with %s: the calculator models context parallelism with "
+                           "data parallelism only", cp, tp > 1 ? "--tp" : pp > 1 ? "--pp" : "--sp");
             if (m.seq % cp)
                 flags_fail("--cp %d does not divide --seq %d", cp, m.seq);
             if (s.cp_ulysses && m.heads % cp)

@@ -98,7 +98,8 @@ typedef struct {
                          // reports, 0..pp-1 (-1, or any number outside: the busiest, the
                          // stage with the largest total). The other recipes: the first.
     int cp;              // the course recipe: context-parallel ranks sharing each sequence
-                         // (stage 04's cp_train; 0, 1: none), with flash attention
+                         // (stage 04's cp_train, flash attention: 1 its one rank; 0: not
+                         // cp_train, the (T, T) scores kept)
     int cp_ulysses;      // ... their attention: Ulysses' all-to-all (else the ring)
 } Setup;
 

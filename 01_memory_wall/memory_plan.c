@@ -269,7 +269,7 @@ MemEstimate mm_estimate(const ModelSpec *m, const Setup *s) {
     }
     if (s->recipe == RECIPE_COURSE && s->course_precision == 2 && have_arch)
         e.bytes_workspace += mm_course_fp8_workspace_bytes(m, s->micro_batch, s->seq);
-    if (s->recipe == RECIPE_COURSE && have_arch && s->cp > 1) {  // tp = pp = 1 (memcalc checks)
+    if (s->recipe == RECIPE_COURSE && have_arch && s->cp >= 1) {  // tp = pp = 1 (memcalc checks)
         e.bytes_activations = mm_course_cp_act_bytes(m, s->micro_batch, s->seq, s->cp);
         e.bytes_workspace = mm_course_cp_workspace_bytes(m, s->micro_batch, s->seq, s->cp,
                                                          s->cp_ulysses);

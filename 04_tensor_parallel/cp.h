@@ -31,6 +31,7 @@
 #include "model.h"
 #include "optim.h"
 #include "timeline.h"
+#include "tp.h"
 #include "trainer.h"
 
 // ---- which tokens a rank holds (zigzag.c) ----
@@ -117,25 +118,29 @@ void ulysses_attention_backward(ContextParallel *cp, float *dqkv, const float *d
                                 const float *qkv, const float *out, const float *lse, int B,
                                 int T, int C, int NH);
 
-// ---- the GPT over dp x cp ranks (cp_model.c) ----
-// Every rank holds the whole model; the cp ranks of a group share each sequence, each
-// its runs of tokens; the groups read different sequences. The layers run token by
-// token on this rank's B x T/cp rows, with the position embeddings of their global
-// positions and the ring's (or Ulysses') attention in place of the core's; the loss is
-// the mean over this rank's rows, and the gradients are averaged over all dp x cp
-// ranks (the cp ranks' rows are equal in number, so the mean of their means is the
-// sequence's mean: the single process's gradient, as Megatron reduces over dp x cp).
+// ---- the GPT over dp x cp x tp ranks (cp_model.c) ----
+// Every rank holds the whole model, or with TP its tensor-parallel pieces (tp.h); the cp
+// ranks of a group share each sequence, each its runs of tokens; the groups read
+// different sequences. The layers run token by token on this rank's B x T/cp rows,
+// with the position embeddings of their global positions and the ring's (or Ulysses')
+// attention in place of the core's, on this rank's heads (all, or NH/tp with TP); the
+// loss is the mean over this rank's rows, and the gradients are averaged over the dp x
+// cp ranks that hold the same pieces (the cp ranks' rows are equal in number, so the
+// mean of their means is the sequence's mean: the single process's gradient, as
+// Megatron reduces over dp x cp).
 typedef struct {
     ContextParallel cp;
+    TensorParallel tp;     // the tensor-parallel group (size 1: none): CP x TP
     int ulysses;           // attention: Ulysses' all-to-all, else the ring
     GPTParallelOps layers; // the serial table with the embedding and attention replaced
-    DDP ddp;               // the mean over every rank (dp x cp)
+    DDP ddp;               // the mean over the dp x cp ranks holding the same pieces
     AdamW opt;
     int *tokens, *targets; // this rank's rows of a micro-batch (B x T/cp)
     int B;                 // the activations' batch (0: not yet allocated)
     TrainStrategy strategy;
 } CPTrain;
-// cp: the context-parallel group (its ranks share a sequence); all: every rank, over
-// which the gradients are averaged; algo: Ulysses' all-to-all.
-void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *all, Algo algo, int zigzag, int ulysses,
-                   Ctx *ctx);
+// cp: the context-parallel group (its ranks share a sequence); tp: the tensor-parallel
+// group (size 1: none); replicas: the dp x cp ranks with this rank's tp rank, over which
+// the gradients are averaged; algo: Ulysses' all-to-all.
+void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *tp, Group *replicas, Algo algo,
+                   int zigzag, int ulysses, Ctx *ctx);

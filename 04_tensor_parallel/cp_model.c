@@ -9,7 +9,10 @@
 #include "cp.h"
 #include "ops.h"
 
-static CPTrain *state(GPT *g) { return g->tp.arg; }
+// With TP, g->tp.arg is the TensorParallel its layers use, and this strategy its outer.
+static CPTrain *state(GPT *g) {
+    return g->tp.size > 1 ? ((TensorParallel *)g->tp.arg)->outer : g->tp.arg;
+}
 
 static CpRuns my_runs(const CPTrain *s, int T) {
     CpRuns r;
@@ -20,41 +23,59 @@ static CpRuns my_runs(const CPTrain *s, int T) {
 
 // wte[token] + wpe[global position]: each run of this rank's rows is a run of positions,
 // so the core's embedding runs once per (sequence, run) with wpe from the run's start.
+// With TP, wte's lookup is the vocabulary-parallel one (each rank its ids, summed over
+// the group) and the positions are added after it, run by run.
 static void cp_embed_forward(GPT *g, float *out, const float *wte, const float *wpe, int B, int Tl) {
     CPTrain *s = state(g);
     CpRuns r = my_runs(s, Tl * s->cp.group->size);
-    int C = g->cfg.n_embd;
+    int C = g->cfg.n_embd, lo, valid, Vl = g->tp.size > 1 ? tp_vocab_range(g, &lo, &valid) : 0;
+    if (g->tp.size > 1) {
+        g->ctx->ops->embedding_lookup_forward(g->ctx, out, g->acts.tokens, wte, lo, Vl, B * Tl, C);
+        tp_g_forward(g, out, out, B * Tl, C);
+    }
     for (int b = 0; b < B; b++)
         for (int k = 0, row = 0; k < r.n; row += r.len[k++]) {
             size_t at = (size_t)b * Tl + row;
-            g->ctx->ops->embedding_forward(g->ctx, out + at * C, g->acts.tokens + at, wte,
-                                           wpe + (size_t)r.start[k] * C, 1, r.len[k], C);
+            if (g->tp.size > 1)
+                g->ctx->ops->position_forward(g->ctx, out + at * C, wpe + (size_t)r.start[k] * C,
+                                              0, r.len[k], r.len[k], C);
+            else
+                g->ctx->ops->embedding_forward(g->ctx, out + at * C, g->acts.tokens + at, wte,
+                                               wpe + (size_t)r.start[k] * C, 1, r.len[k], C);
         }
 }
 
 static void cp_embed_backward(GPT *g, float *dwte, float *dwpe, const float *dout, int B, int Tl) {
     CPTrain *s = state(g);
     CpRuns r = my_runs(s, Tl * s->cp.group->size);
-    int C = g->cfg.n_embd;
+    int C = g->cfg.n_embd, lo, valid, Vl = g->tp.size > 1 ? tp_vocab_range(g, &lo, &valid) : 0;
+    if (g->tp.size > 1)  // (every rank the whole gradient: g's backward is the identity)
+        g->ctx->ops->embedding_lookup_backward(g->ctx, dwte, dout, g->acts.tokens,
+                                               g->acts.host_tokens, lo, Vl, B * Tl, C);
     for (int b = 0; b < B; b++)
         for (int k = 0, row = 0; k < r.n; row += r.len[k++]) {
             size_t at = (size_t)b * Tl + row;
-            g->ctx->ops->embedding_backward(g->ctx, dwte, dwpe + (size_t)r.start[k] * C,
-                                            dout + at * C, g->acts.tokens + at,
-                                            g->acts.host_tokens + at, 1, r.len[k], C);
+            if (g->tp.size > 1)
+                g->ctx->ops->position_backward(g->ctx, dwpe + (size_t)r.start[k] * C,
+                                               dout + at * C, 0, r.len[k], r.len[k], C);
+            else
+                g->ctx->ops->embedding_backward(g->ctx, dwte, dwpe + (size_t)r.start[k] * C,
+                                                dout + at * C, g->acts.tokens + at,
+                                                g->acts.host_tokens + at, 1, r.len[k], C);
         }
 }
 
+// This rank's heads: all of them, or with TP its NH/tp (qkv then holds 3C/tp columns).
 static void cp_attention_forward(GPT *g, const LayerActs *a, int B, int Tl) {
     CPTrain *s = state(g);
-    int T = Tl * s->cp.group->size, C = g->cfg.n_embd, NH = g->cfg.n_head;
+    int T = Tl * s->cp.group->size, C = g->cfg.n_embd / g->tp.size, NH = g->cfg.n_head / g->tp.size;
     if (s->ulysses) ulysses_attention_forward(&s->cp, a->atty, a->lse, a->qkv, B, T, C, NH);
     else ring_attention_forward(&s->cp, a->atty, a->lse, a->qkv, B, T, C, NH);
 }
 
 static void cp_attention_backward(GPT *g, const LayerActs *a, int B, int Tl) {
     CPTrain *s = state(g);
-    int T = Tl * s->cp.group->size, C = g->cfg.n_embd, NH = g->cfg.n_head;
+    int T = Tl * s->cp.group->size, C = g->cfg.n_embd / g->tp.size, NH = g->cfg.n_head / g->tp.size;
     if (s->ulysses)
         ulysses_attention_backward(&s->cp, g->dqkv, g->datty, a->qkv, a->atty, a->lse, B, T, C, NH);
     else
@@ -66,15 +87,17 @@ static void cp_attention_backward(GPT *g, const LayerActs *a, int B, int Tl) {
 static void cp_build(GPT *g, Ctx *ctx, const GPTConfig *cfg, uint64_t seed, const AdamWConfig *oc,
                      void *arg) {
     CPTrain *s = arg;
-    gpt_init(g, ctx, cfg, seed);  // every rank the single process's weights: no broadcast
-    if (s->cp.group->size > 1) {  // (one rank: the serial layers, the core's flash attention)
-        s->layers = *gpt_serial_layers();
+    // Every rank the single process's weights (with TP, its pieces of them): no broadcast.
+    gpt_init_tp(g, ctx, cfg, seed, s->tp.group->size, s->tp.group->rank);
+    tp_install(g, &s->tp);  // (one rank: nothing; the serial layers)
+    if (s->cp.group->size > 1) {  // (one rank: the core's flash attention)
+        s->layers = g->tp.size > 1 ? *tp_layer_ops() : *gpt_serial_layers();
         s->layers.embed_forward = cp_embed_forward;
         s->layers.embed_backward = cp_embed_backward;
         s->layers.attention_forward = cp_attention_forward;
         s->layers.attention_backward = cp_attention_backward;
         g->tp.ops = &s->layers;
-        g->tp.arg = s;
+        if (g->tp.size == 1) g->tp.arg = s;
     }
     gpt_alloc_grads(g);
     adamw_init(&s->opt, g, oc, 0, g->n_params);
@@ -116,14 +139,15 @@ static float cp_run(GPT *g, const int *tokens, const int *targets, int B, int T,
 static double cp_step(GPT *g, void *arg) {
     CPTrain *s = arg;
     if (s->ddp.group->size > 1) ddp_sync_grads(&s->ddp, g);  // the mean over dp x cp
-    double norm = grad_global_norm(g);
+    double norm = g->tp.size > 1 ? tp_grad_norm(g) : grad_global_norm(g);
     adamw_step(&s->opt, g, norm);
     return norm;
 }
 
 static void cp_gather_params(GPT *g, float *out, void *arg) {
     (void)arg;
-    g->ctx->ops->to_host(g->ctx, out, g->params, g->n_params * sizeof(float));
+    if (g->tp.size > 1) tp_gather(g, 0, out);
+    else g->ctx->ops->to_host(g->ctx, out, g->params, g->n_params * sizeof(float));
 }
 
 static void cp_destroy(GPT *g, void *arg) {
@@ -134,15 +158,18 @@ static void cp_destroy(GPT *g, void *arg) {
     free(s->targets);
 }
 
-void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *all, Algo algo, int zigzag, int ulysses,
-                   Ctx *ctx) {
+void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *tp, Group *replicas, Algo algo,
+                   int zigzag, int ulysses, Ctx *ctx) {
     memset(s, 0, sizeof *s);
+    // TP's collectives: the ring (or the all-to-all's naive and mpi, theirs).
+    s->tp = (TensorParallel){.comm = c, .group = tp, .algo = algo == ALGO_PAIRWISE ? ALGO_RING : algo,
+                             .outer = s};
     s->cp = (ContextParallel){.comm = c, .group = cp, .zigzag = zigzag, .algo = algo, .ctx = ctx,
                               .overlap = 1};
     s->ulysses = ulysses;
     // The gradients' mean: the ring all-reduce for the pairwise all-to-all (which has no
     // all-reduce of its name), else the all-to-all's own algorithm (naive, mpi).
-    ddp_init(&s->ddp, c, all, algo == ALGO_PAIRWISE ? ALGO_RING : algo);
+    ddp_init(&s->ddp, c, replicas, algo == ALGO_PAIRWISE ? ALGO_RING : algo);
     s->strategy = (TrainStrategy){.build = cp_build, .run_micro_batches = cp_run, .step = cp_step,
                                   .gather_params = cp_gather_params, .destroy = cp_destroy,
                                   .arg = s};

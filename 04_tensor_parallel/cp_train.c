@@ -1,10 +1,11 @@
-// cp_train.c — training with each sequence split over a context-parallel group, and
-// data parallelism across groups.
+// cp_train.c — training with each sequence split over a context-parallel group, each
+// layer optionally over a tensor-parallel one inside it, and data parallelism across.
 //
 //   build/cp_train --np 2 --cp 2 --seq 256                  # ring attention, zigzag
 //   build/cp_train --np 4 --cp 2 --cp-attention ulysses      # Ulysses, 2 (dp) x 2 (cp)
 //   build/cp_train --np 2 --cp 2 --cp-layout contiguous      # the unbalanced placement
 //   build/cp_train --np 2 --cp 2 --seq 1024 --trace runs/cp   # the ring's last step, timed
+//   build/cp_train --np 4 --cp 2 --tp 2                      # CP x TP: 2 x 2
 //
 // The loop is common/trainer.c; cp_model.c's strategy runs each rank's rows of every
 // micro-batch and averages the gradients over all ranks. Every rank prints one MEM line
@@ -36,7 +37,7 @@ static void write_trace(const char *trace, const Timeline *tl, Comm *c) {
 int main(int argc, char **argv) {
     int nodes = 1;
     const char *cluster = NULL;
-    int np = 1, cp = 0;
+    int np = 1, cp = 0, tp = 1;
     double timeout = 60;
     const char *algo = "pairwise", *layout = "zigzag", *attention = "ring", *transport = "shm";
     const char *trace = NULL;
@@ -47,6 +48,9 @@ int main(int argc, char **argv) {
         F_INT_SENTINEL("--cp", &cp, 1, COMM_MAX_RANKS, "0 = all ranks", "context-parallel ranks "
                        "per group, which share each sequence; must divide the ranks (the rest "
                        "is data parallel)"),
+        F_INT("--tp", &tp, 1, COMM_MAX_RANKS, "tensor-parallel ranks inside each context-parallel "
+              "rank's place (stage 04's Megatron layers; neighbours: they talk most); must "
+              "divide the heads"),
         F_CHOICE("--cp-attention", &attention, "ring|ulysses", "ring attention (any heads), or "
                  "Ulysses' all-to-all (--heads divisible by --cp)"),
         F_CHOICE("--cp-layout", &layout, "zigzag|contiguous", "which tokens a rank holds: chunks "
@@ -69,14 +73,23 @@ int main(int argc, char **argv) {
     transport_parse(transport, &cc.transport);
     int world = comm_planned_size(&cc), zigzag = strcmp(layout, "zigzag") == 0;
     int ulysses = strcmp(attention, "ulysses") == 0;
-    if (cp == 0) cp = world;
-    if (world % cp) flags_fail("--cp %d does not divide the %d ranks (--np)", cp, world);
+    if (world % tp) flags_fail("--tp %d does not divide the %d ranks (--np)", tp, world);
+    if (cp == 0) cp = world / tp;
+    if (world % (cp * tp))
+        flags_fail("--cp %d x --tp %d does not divide the %d ranks (--np)", cp, tp, world);
+    if (cfg->n_head % tp)
+        flags_fail("--tp %d does not divide --heads %d (each rank computes whole heads)", tp,
+                   cfg->n_head);
     if (cfg->seq_len % (zigzag ? 2 * cp : cp))
         flags_fail("--seq %d does not split into %d %s chunks: make it a multiple of %d",
                    cfg->seq_len, zigzag ? 2 * cp : cp, layout, zigzag ? 2 * cp : cp);
-    if (ulysses && cfg->n_head % cp)
+    if (ulysses && tp == 1 && cfg->n_head % cp)
         flags_fail("--cp-attention ulysses: --heads %d is not divisible by --cp %d (each rank "
                    "takes whole heads; the ring splits any)", cfg->n_head, cp);
+    if (ulysses && (cfg->n_head / tp) % cp)
+        flags_fail("--cp-attention ulysses: a tensor-parallel rank's %d heads (--heads %d / --tp "
+                   "%d) are not divisible by --cp %d (each rank takes whole heads; the ring "
+                   "splits any)", cfg->n_head / tp, cfg->n_head, tp, cp);
     if (strcmp(j.a.device, "cpu") != 0)
         flags_fail("--device %s: context parallelism runs on the CPU (its blocks are host "
                    "buffers)", j.a.device);
@@ -94,24 +107,29 @@ int main(int argc, char **argv) {
     Algo al;
     algo_parse(algo, &al);
     char words[96];
-    snprintf(words, sizeof words, "--cp=%d --cp-attention=%s --cp-layout=%s --algo=%s "
-             "--no-overlap=%d", cp, attention, layout, algo, no_overlap);
+    snprintf(words, sizeof words, "--cp=%d --tp=%d --cp-attention=%s --cp-layout=%s --algo=%s "
+             "--no-overlap=%d", cp, tp, attention, layout, algo, no_overlap);
     train_job_launch(&j, &cc, words);  // from here on, one rank of many
     Comm *c = j.comm;
-    int dp = comm_size(c) / cp, me = comm_rank(c), ranks[COMM_MAX_RANKS];
-    for (int i = 0; i < cp; i++) ranks[i] = me / cp * cp + i;  // neighbours: they talk most
-    Group cpg;
+    // rank = (d cp + k) tp + t: the tp ranks neighbours (they talk most), then cp, then dp.
+    int dp = comm_size(c) / (cp * tp), me = comm_rank(c), t = me % tp, ranks[COMM_MAX_RANKS];
+    Group cpg, tpg, replicas;
+    for (int i = 0; i < cp; i++) ranks[i] = (me / tp / cp * cp + i) * tp + t;
     comm_group_new(c, &cpg, "cp", ranks, cp);
+    for (int i = 0; i < tp; i++) ranks[i] = me / tp * tp + i;
+    comm_group_new(c, &tpg, "tp", ranks, tp);
+    for (int i = 0; i < dp * cp; i++) ranks[i] = i * tp + t;  // the same pieces of the weights
+    comm_group_new(c, &replicas, "dp.cp", ranks, dp * cp);
     CPTrain s;
-    cp_train_init(&s, c, &cpg, comm_world(c), al, zigzag, ulysses, &j.ctx);
+    cp_train_init(&s, c, &cpg, &tpg, &replicas, al, zigzag, ulysses, &j.ctx);
     Timeline tl;
     timeline_init(&tl, trace != NULL);
     s.cp.overlap = !no_overlap;
     s.cp.tl = &tl;
     char label[160], lay[64];
-    snprintf(label, sizeof label, "CP %d (%s, %s) x DP %d", cp, attention, layout, dp);
-    snprintf(lay, sizeof lay, "dp=%d cp=%d", dp, cp);
-    TrainHooks h = {.data_rank = me / cp, .data_world = dp, .label = label,
+    snprintf(label, sizeof label, "CP %d (%s, %s) x TP %d x DP %d", cp, attention, layout, tp, dp);
+    snprintf(lay, sizeof lay, "dp=%d cp=%d tp=%d", dp, cp, tp);
+    TrainHooks h = {.data_rank = me / tp / cp, .data_world = dp, .label = label,
                     .strategy = &s.strategy, .layout = lay};
     train_run(&j, &h);
     ledger_print_mem_line(&j.ctx.ledger, stdout, j.ctx.rank, "");

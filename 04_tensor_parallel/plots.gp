@@ -196,3 +196,35 @@ if (strlen(system(sprintf("ls %s/timelines/cp_two.dat %s/timelines/cp_two_no_ove
     set ytics autofreq
     set grid
 }
+
+# ---------------------------------------------------------------- CP: memory against the sequence
+# The calculator's bytes per rank at cp = 1, 2, 4 (lines), the ledger's where each cp's
+# longest sequence under the budget trained (points), and the budget.
+if (strlen(system(sprintf("ls %s/cp_memory.txt %s/cp_fits.txt 2>/dev/null", dir, dir))) > 0) {
+    m = dir."/cp_memory.txt"; fz = dir."/cp_fits.txt"
+    budget = real(system(sprintf("sed -n 's/^# budget_bytes //p' %s", fz)))
+    set output dir."/cp_memory.png"
+    set terminal pngcairo size 1000, 650 noenhanced font ",11"
+    unset multiplot
+    set autoscale xy
+    set logscale xy 2
+    set format x "%g"
+    set format y "%g"
+    set xtics autofreq
+    set ytics autofreq
+    set mxtics default
+    set key inside top left
+    set grid xtics ytics
+    set title "Context parallelism: each rank's memory against the sequence\n" . \
+              "(the small preset, one sequence a step; lines: stage 01's calculator; black: the ledger where the longest trained)"
+    set xlabel "sequence length (tokens, log scale)"
+    set ylabel "MB per rank (log scale)"
+    set label 100 footer at screen 0.99, screen 0.012 right font ",9" textcolor rgb "#444444"
+    plot m index 0 using 1:($3 / 1e6) with linespoints pt 6 lw 2 lc rgb c_no title "cp = 1 (one rank)", \
+         m index 1 using 1:($3 / 1e6) with linespoints pt 6 lw 2 lc rgb c_sp title "cp = 2", \
+         m index 2 using 1:($3 / 1e6) with linespoints pt 6 lw 2 lc rgb c_ib title "cp = 4", \
+         budget / 1e6 with lines dt 2 lw 2 lc rgb c_tgt title sprintf("--device-mem %.0f MB", budget / 1e6), \
+         fz using 2:($4 / 1e6) with points pt 7 ps 2 lc rgb "#000000" title "measured: the longest that fits, at each cp"
+    unset label 100
+    unset logscale
+}

@@ -294,6 +294,43 @@ for cfg in "cp1 1 ring zigzag" "cp2-ring-zigzag 2 ring zigzag" "cp2-ring-contigu
          END {printf "%s %.1f %.1f %d %d\n", L, ms, tps, v["activations"], v["comm"]}' "$tmp/$name.log" |
         tee -a "$out/cp_train.txt" | sed 's/^/   /'
 done
+echo "== context parallelism: memory per rank against the sequence, and the longest that fits =="
+cp_budget=160000000 cp_seqs=$(seq 512 512 8192)
+cp_calc() {  # cp_calc KEY SEQ CP: stage 01's calculator, cp_train's recipe
+    memcalc_value "$1" --recipe course --preset small --micro-batch 1 --seq "$2" --cp "$3"
+}
+{
+    echo "# per-rank bytes of cp_train (the small preset, one sequence a step, fp32, AdamW; the ring)"
+    echo "# against the sequence at cp = 1, 2, 4, from stage 01's calculator (memcalc --recipe course"
+    echo "# --cp): every category, and the activations alone; a block per cp (gnuplot's index 0, 1, 2)"
+    echo "# seq cp calc_bytes calc_activations"
+    for n in 1 2 4; do
+        for seq in $cp_seqs; do echo "$seq $n $(cp_calc bytes_total "$seq" "$n") $(cp_calc bytes_activations "$seq" "$n")"; done
+        printf '\n\n'
+    done
+} >"$out/cp_memory.txt"
+{
+    echo "# the longest of the sequences above (multiples of 512) whose calculated bytes fit --device-mem"
+    echo "# $cp_budget at each cp, trained one step under that budget: measured, the largest rank's ledger"
+    echo "# (the sum of its peaks, the MEM line); and the next sequence, 512 longer, under the same"
+    echo "# budget: refused (out of memory before the first step) or not"
+    echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d)"
+    echo "# budget_bytes $cp_budget"
+    echo "# cp seq calc_bytes measured_bytes next_seq next_refused"
+} >"$out/cp_fits.txt"
+for n in 1 2 4; do
+    fit=0
+    for seq in $cp_seqs; do [ "$(cp_calc bytes_total "$seq" "$n")" -le "$cp_budget" ] && fit=$seq; done
+    run "$tmp/fit$n.log" cp_train --np "$n" --cp "$n" --preset small --seq "$fit" --batch 1 --steps 1 \
+        --device-mem "$cp_budget" --log-every 1000000
+    refused=no
+    "$BUILD/cp_train" --np "$n" --cp "$n" --preset small --seq $((fit + 512)) --batch 1 --steps 1 \
+        --device-mem "$cp_budget" >"$tmp/next.log" 2>&1 || { grep -q "out of memory" "$tmp/next.log" && refused=yes; }
+    awk -v n="$n" -v s="$fit" -v c="$(cp_calc bytes_total "$fit" "$n")" -v r="$refused" '
+        /^MEM / {t = 0; for (i = 3; i <= NF; i++) {split($i, kv, "="); t += kv[2]}; if (t > m) m = t}
+        END {printf "%d %d %d %d %d %s\n", n, s, c, m, s + 512, r}' "$tmp/fit$n.log" |
+        tee -a "$out/cp_fits.txt" | sed 's/^/   cp seq calc measured next refused: /'
+done
 echo "== context parallelism: the ring's overlap, its ranks on one node and on two (scripts/cluster.sh) =="
 echo "   where mode ms_per_step wait_ms comm_ms hidden_pct"
 two_levels 04_tensor_parallel/cp_overlap.sh "200mbit 4096" "200mbit 2048"  # (rate, then sequence)

@@ -7,9 +7,9 @@ S04 := 04_tensor_parallel
 # linear.c and vocab_ce.c are the exercises (make grade-4, EX=4, swaps them). The
 # collectives and DDP come from stage 02, the calculator from stage 01 (their
 # references when grading: this stage grades this stage's code).
-S04_OBJS := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
-            $(patsubst %,$(BUILD)/$(S04)/%.o,conjugate vocab_embed tp_model) \
-            $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/ddp.o \
+S04_TP := $(call stage_obj,$(S04)/linear.c $(S04)/vocab_ce.c) \
+          $(patsubst %,$(BUILD)/$(S04)/%.o,conjugate vocab_embed tp_model)
+S04_OBJS := $(S04_TP) $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/ddp.o \
             $(BUILD)/$(S02)/baseline_mpi.o
 S04_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memory_plan.o
 # Context parallelism (cp.h): softmax_merge.c, zigzag.c and ring_attention.c are exercises too.
@@ -37,7 +37,7 @@ $(BUILD)/tests/test_cp: $(BUILD)/tests/test_cp.o $(S04_CP_LINK)
 $(BUILD)/bench_cp: $(BUILD)/$(S04)/bench_cp.o $(S04_CP_LINK)
 	$(LINK)
 $(BUILD)/cp_train: $(BUILD)/$(S04)/cp_train.o $(BUILD)/$(S04)/cp_model.o $(BUILD)/$(S02)/ddp.o \
-  $(S04_CP_LINK)
+  $(S04_TP) $(S04_CP_LINK)
 	$(LINK)
 $(BUILD)/tests/test_tp: $(BUILD)/tests/test_tp.o $(BUILD)/tests/opaque_device.o $(S04_OBJS) \
   $(S04_CALC) $(CORE_OBJS)

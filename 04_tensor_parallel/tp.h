@@ -30,6 +30,7 @@ typedef struct {
     GpuComm *gpu;       // device buffers (--device cuda): NCCL or the CUDA IPC ring
     int sp;             // sequence parallelism
     double comm_s;      // seconds spent in this group's collectives (for the share of a step)
+    void *outer;        // a strategy TP is composed into, whose layers find it here (cp_model.c)
 } TensorParallel;
 
 // ---- f and g (conjugate.c) ----
@@ -82,6 +83,8 @@ int tp_vocab_range(const GPT *g, int *lo, int *valid);
 // Makes g (built with gpt_init_tp / gpt_init_layout_tp on this group's rank) use
 // the parallel layers. t = 1 keeps the serial layers: one rank is the serial model.
 void tp_install(GPT *g, TensorParallel *tp);
+// The table tp_install installs (t > 1), for a strategy that replaces some of its entries.
+const GPTParallelOps *tp_layer_ops(void);
 // The whole model's weights (or gradients, grads = 1) in the single-process
 // layout, into host memory `out` (gpt_num_params floats) on every member.
 void tp_gather(GPT *g, int grads, float *out);

@@ -15,6 +15,8 @@ static const GPTParallelOps tp_layers = {
     NULL,              NULL,  // attention: the core's, on this rank's heads
 };
 
+const GPTParallelOps *tp_layer_ops(void) { return &tp_layers; }
+
 void tp_install(GPT *g, TensorParallel *tp) {
     CHECK(tp->group->size == g->tp.size && tp->group->rank == g->tp.rank,
           "the model was laid out for rank %d of %d tensor-parallel ranks, the group is rank %d "

@@ -246,6 +246,35 @@ run cp-equiv-ulysses-contiguous-3 s4_cp_equiv ulysses.contiguous.cp3 3 3 ulysses
 run cp-equiv-ulysses-zigzag-4 s4_cp_equiv ulysses.zigzag.cp4 4 4 ulysses zigzag
 run cp-equiv-ring-zigzag-dp2 s4_cp_equiv ring.zigzag.cp2.dp2 4 2 ring zigzag
 run cp-equiv-ulysses-dp2 s4_cp_equiv ulysses.zigzag.cp2.dp2 4 2 ulysses zigzag
+# CP x TP on one mesh (rank = (dp rank x cp + cp rank) tp + tp rank): each layer's weights
+# split over the tp ranks, each sequence over the cp ranks, attention on a rank's NH/tp
+# heads; the weights after 5 steps and the loss equal one process's (as above).
+s4_cp_tp_equiv() {  # s4_cp_tp_equiv NAME NP CP TP ATTENTION LAYOUT
+    local name=$1 f="$S4_DIR/cp-$1" dp=$(($2 / $3 / $4))
+    echo "PLAN cp.equiv.$name.loss"
+    s4_cp_ref $((2 * dp))
+    "$BUILD/cp_train" --np "$2" --cp "$3" --tp "$4" --cp-attention "$5" --cp-layout "$6" --timeout 20 \
+        $S4_CP_MODEL $S4_CP_TRAIN --batch 2 --save-params "$f.safetensors" >"$f.log" 2>&1
+    "$BUILD/tests/compare_params" "$f.safetensors" "$S4_DIR/cp-ref-$((2 * dp)).safetensors" 1e-5 \
+        "cp.equiv.$name.weights" | sed "s/\$/ ($(grep -o -m1 'CP [0-9]* ([^)]*) x TP [0-9]* x DP [0-9]*' "$f.log"))/"
+    s4_cp_ref 2  # rank 0's share of the sequences, alone
+    "$PY" - "$f.log" "$S4_DIR/cp-ref-2.log" "cp.equiv.$name.loss" "$dp" <<'PY'
+import re, sys
+def losses(path):
+    m = re.search(r"first_loss=(\S+) final_loss=(\S+)", open(path).read())
+    return (float(m.group(1)), float(m.group(2))) if m else None
+got, want, name, dp = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+n = 2 if dp == 1 else 1  # with dp > 1, the first step only
+ok = got and want and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got[:n], want[:n]))
+print(f"{'PASS' if ok else 'FAIL'} {name}  {'first and last' if n == 2 else 'first'} loss "
+      f"{got[:n] if got else None} against one process's on the same sequences "
+      f"{want[:n] if want else None} (rel 1e-5)")
+PY
+}
+run cp-tp-ring-zigzag s4_cp_tp_equiv ring.zigzag.cp2.tp2 4 2 2 ring zigzag
+run cp-tp-ulysses s4_cp_tp_equiv ulysses.zigzag.cp2.tp2 4 2 2 ulysses zigzag
+run cp-tp-ring-contiguous-3 s4_cp_tp_equiv ring.contiguous.cp3.tp2 6 3 2 ring contiguous
+run cp-tp-ring-dp2 s4_cp_tp_equiv ring.zigzag.cp2.tp2.dp2 8 2 2 ring zigzag
 # Layouts that cannot be: refused before any rank starts, naming what is wrong.
 s4_cp_refuses() {
     local out rc
