@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "flash_tiles.h"
 #include "memory_model.h"
 
 // ---------------------------------------------------------------- presets
@@ -123,9 +124,10 @@ double mm_course_cp_workspace_bytes(const ModelSpec *m, int B, int T, int cp, in
     double layers = mm_course_workspace_bytes(m, B, T / cp, 1, 0) - 4.0 * B * NH * Tl * Tl;
     if (cp <= 1) return layers;
     if (ulysses) return layers + 4 * 8 * B * Tl * C;
-    // The ring's forward holds a block's partial output and lse (Tl (hs + 1) floats), its
-    // backward D a row and head (B NH Tl): the larger is the peak.
-    double fwd = Tl * (C / NH + 1), bwd = B * NH * Tl;
+    // The ring's forward holds a block's partial output and lse (Tl (hs + 1) floats) and a
+    // tile's scores (FLASH_BR Tl), its backward D a row and head (B NH Tl) and a tile's P and
+    // dP (2 FLASH_BR Tl): the larger is the peak.
+    double fwd = Tl * (C / NH + 1) + FLASH_BR * Tl, bwd = B * NH * Tl + 2 * FLASH_BR * Tl;
     return layers + 4 * (fwd > bwd ? fwd : bwd);
 }
 

@@ -68,15 +68,18 @@ typedef struct {
 // The partial result of b's queries over b's keys, causal: out (nq rows, stride ldo)
 // normalised over the keys each query sees, lse per row; a row that sees none gets
 // zeros and -INFINITY. Blocks entirely in the future (k0 > the last query) are the
-// caller's to skip: cp_block_sees says so.
-void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse);
+// caller's to skip: cp_block_sees says so. scratch: FLASH_BR x nk floats (the scores of
+// a tile of queries; flash_tiles.h), twice that for the backward: the caller's, so that
+// its ledger counts them.
+void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse, float *scratch);
 int cp_block_sees(const CpBlock *b);          // 1 if some query sees some key
 long long cp_block_pairs(const CpBlock *b);   // the (query, key) pairs that see each other
 // The backward of one block, given the queries' final lse (over all keys) and
 // D = rowsum(dout * out) of their final output: adds the block's share into dq (nq
 // rows, stride lddq), dk and dv (nk rows, stride lddk). dout: stride ldo.
 void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float *lse,
-                       const float *D, float *dq, int lddq, float *dk, float *dv, int lddk);
+                       const float *D, float *dq, int lddq, float *dk, float *dv, int lddk,
+                       float *scratch);
 
 // ---- ring attention (ring_attention.c) ----
 typedef struct {

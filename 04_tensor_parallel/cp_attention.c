@@ -51,8 +51,8 @@ static void scores(const CpBlock *b, float *S, int i0, int rows) {
                 S, b->nk);
 }
 
-void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse) {
-    float *S = xmalloc(sizeof(float) * FLASH_BR * (size_t)(b->nk ? b->nk : 1));
+void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse, float *scratch) {
+    float *S = scratch;
     for (int i0 = 0; i0 < b->nq; i0 += FLASH_BR) {
         int rows = b->nq - i0 < FLASH_BR ? b->nq - i0 : FLASH_BR;
         if (b->nk) scores(b, S, i0, rows);
@@ -72,15 +72,14 @@ void cp_block_forward(const CpBlock *b, float *out, int ldo, float *lse) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, b->hs, b->nk, 1.0f, S,
                         b->nk, b->v, b->ldk, 0.0f, o, ldo);
     }
-    free(S);
 }
 
 void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float *lse,
-                       const float *D, float *dq, int lddq, float *dk, float *dv, int lddk) {
+                       const float *D, float *dq, int lddq, float *dk, float *dv, int lddk,
+                       float *scratch) {
     if (!cp_block_sees(b)) return;
     float scale = 1.0f / sqrtf((float)b->hs);
-    float *P = xmalloc(sizeof(float) * FLASH_BR * (size_t)b->nk);
-    float *dP = xmalloc(sizeof(float) * FLASH_BR * (size_t)b->nk);
+    float *P = scratch, *dP = scratch + (size_t)FLASH_BR * b->nk;
     for (int i0 = 0; i0 < b->nq; i0 += FLASH_BR) {
         int rows = b->nq - i0 < FLASH_BR ? b->nq - i0 : FLASH_BR;
         if (keys_seen(b, i0 + rows - 1) == 0) continue;  // this tile sees none of the block
@@ -103,8 +102,6 @@ void cp_block_backward(const CpBlock *b, const float *dout, int ldo, const float
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, b->nk, b->hs, rows, scale, dP, b->nk,
                     q, b->ldq, 1.0f, dk, lddk);
     }
-    free(P);
-    free(dP);
 }
 
 float *cp_buffer(ContextParallel *cp, MemCategory cat, size_t n) {

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "cp.h"
+#include "flash_tiles.h"
 #include "ring_steps.h"
 #include "timer.h"
 
@@ -40,6 +41,7 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
     float *buf[2] = {cp_buffer(cp, MEM_COMM, n), cp_buffer(cp, MEM_COMM, n)};
     float *po = cp_buffer(cp, MEM_WORKSPACE, (size_t)s.Tl * s.hs);
     float *pl = cp_buffer(cp, MEM_WORKSPACE, (size_t)s.Tl);
+    float *S = cp_buffer(cp, MEM_WORKSPACE, (size_t)FLASH_BR * s.Tl);  // any run's scores
     ring_pack_kv(&s, buf[0], qkv);
     for (size_t i = 0; i < (size_t)B * NH * s.Tl; i++) lse[i] = -INFINITY;
     memset(out, 0, sizeof(float) * (size_t)B * s.Tl * C);
@@ -57,7 +59,7 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
                         size_t qrow;
                         CpBlock x = ring_block(&s, &theirs, qkv, blk, b, h, a, j, &qrow);
                         if (!cp_block_sees(&x)) continue;
-                        cp_block_forward(&x, po, s.hs, pl);
+                        cp_block_forward(&x, po, s.hs, pl, S);
                         softmax_merge(out + qrow * C + h * s.hs,
                                       lse + ((size_t)b * NH + h) * s.Tl + ring_run_row(&s.mine, a),
                                       C, po, pl, s.hs, s.mine.len[a], s.hs);
@@ -72,6 +74,7 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
     cp_buffer_free(cp, MEM_COMM, buf[1], n);
     cp_buffer_free(cp, MEM_WORKSPACE, po, (size_t)s.Tl * s.hs);
     cp_buffer_free(cp, MEM_WORKSPACE, pl, (size_t)s.Tl);
+    cp_buffer_free(cp, MEM_WORKSPACE, S, (size_t)FLASH_BR * s.Tl);
 }
 
 // D = rowsum(dout * out) per (sequence, head, row): (B, NH, Tl).
@@ -95,6 +98,7 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
     float *kv[2] = {cp_buffer(cp, MEM_COMM, n), cp_buffer(cp, MEM_COMM, n)};
     float *dkv[2] = {cp_buffer(cp, MEM_COMM, n), cp_buffer(cp, MEM_COMM, n)};
     float *D = cp_buffer(cp, MEM_WORKSPACE, nd);
+    float *S = cp_buffer(cp, MEM_WORKSPACE, (size_t)2 * FLASH_BR * s.Tl);  // P and dP of a tile
     rowsum_dout_out(&s, D, dout, out);
     ring_pack_kv(&s, kv[0], qkv);
     RingFlight f[3];  // [0] the next K,V; [1], [2] the dK,dV sent from dkv[0], dkv[1]
@@ -121,7 +125,8 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
                         size_t hr = ((size_t)b * NH + h) * s.Tl + ring_run_row(&s.mine, a);
                         float *dk = acc + (x.k - blk);  // the block's place, in its gradient's buffer
                         cp_block_backward(&x, dout + qrow * C + h * s.hs, C, lse + hr, D + hr,
-                                          dqkv + qrow * 3 * C + h * s.hs, 3 * C, dk, dk + C, s.W);
+                                          dqkv + qrow * 3 * C + h * s.hs, 3 * C, dk, dk + C, s.W,
+                                          S);
                         ring_keep_moving(cp, f, 3);
                     }
         cp->compute_s += thread_cpu_seconds() - c0;
@@ -146,4 +151,5 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
     cp_buffer_free(cp, MEM_COMM, dkv[0], n);
     cp_buffer_free(cp, MEM_COMM, dkv[1], n);
     cp_buffer_free(cp, MEM_WORKSPACE, D, nd);
+    cp_buffer_free(cp, MEM_WORKSPACE, S, (size_t)2 * FLASH_BR * s.Tl);
 }

@@ -20,6 +20,7 @@
 #include "check.h"
 #include "cp.h"
 #include "flags.h"
+#include "flash_tiles.h"
 #include "harness.h"
 #include "ops.h"
 #include "rng.h"
@@ -168,6 +169,7 @@ static void blocked(const float *qkv, const float *dout, int T, int C, int NH, i
     float *out = xcalloc((size_t)T * C, 4), *lse = xcalloc((size_t)NH * T, 4);
     float *po = xmalloc(sizeof(float) * T * hs), *pl = xmalloc(sizeof(float) * T);
     float *dqkv = xcalloc((size_t)T * ld, 4), *D = xmalloc(sizeof(float) * T);
+    float *S = xmalloc(sizeof(float) * 2 * FLASH_BR * T);  // any block's scores
     for (int h = 0; h < NH; h++) {
         const float *q = qkv + h * hs, *k = q + C, *v = q + 2 * C;
         float *o = out + h * hs, *l = lse + (size_t)h * T;
@@ -180,7 +182,7 @@ static void blocked(const float *qkv, const float *dout, int T, int C, int NH, i
                                    v + (size_t)L.start[b] * ld, ld, ld, L.len[a], L.len[b], hs,
                                    L.start[a], L.start[b]};
                     if (!cp_block_sees(&blk)) continue;  // entirely in the future: skipped
-                    cp_block_forward(&blk, po, hs, pl);
+                    cp_block_forward(&blk, po, hs, pl, S);
                     softmax_merge(o + (size_t)L.start[a] * C, l + L.start[a], C, po, pl, hs,
                                   L.len[a], hs);
                 }
@@ -203,7 +205,7 @@ static void blocked(const float *qkv, const float *dout, int T, int C, int NH, i
                     cp_block_backward(&blk, dout + (size_t)L.start[a] * C + h * hs, C,
                                       l + L.start[a], D + L.start[a], dq + (size_t)L.start[a] * ld,
                                       ld, dk + (size_t)L.start[b] * ld,
-                                      dv + (size_t)L.start[b] * ld, ld);
+                                      dv + (size_t)L.start[b] * ld, ld, S);
                 }
     }
     float *fo = xcalloc((size_t)T * C, 4), *fl = xcalloc((size_t)NH * T, 4);
@@ -213,7 +215,8 @@ static void blocked(const float *qkv, const float *dout, int T, int C, int NH, i
     err[0] = rel_error(out, fo, (size_t)T * C);
     err[1] = rel_error(lse, fl, (size_t)NH * T);
     err[2] = rel_error(dqkv, fd, (size_t)T * ld);
-    free(out); free(lse); free(po); free(pl); free(dqkv); free(D); free(fo); free(fl); free(fd);
+    free(out); free(lse); free(po); free(pl); free(dqkv); free(D); free(S); free(fo); free(fl);
+    free(fd);
 }
 
 static void test_blocked(TestState *ts) {

@@ -20,7 +20,9 @@
 //   Every rank of cp->group calls both; the messages go only to the ring's neighbours;
 //   per rank, forward sends cp-1 K,V blocks, backward cp-1 K,V blocks and cp dK,dV
 //   blocks (B * Tl * 2C floats each); the buffers come from cp_buffer (the ledger counts
-//   them: the forward's two blocks, the backward's two blocks and two dK,dV buffers).
+//   them, and stage 01's calculator predicts them to the byte: the forward's two blocks,
+//   a partial output (Tl hs), its lse (Tl) and the scores' scratch (FLASH_BR Tl); the
+//   backward's two blocks, two dK,dV buffers, D (B NH Tl) and scratch (2 FLASH_BR Tl)).
 //
 // GIVEN (ring_steps.h; cp.h): ring_shape, ring_block (one query run against one run
 // of the block you hold: a CpBlock), ring_pack_kv; cp_block_forward / cp_block_backward
@@ -42,6 +44,7 @@
 #include <string.h>
 
 #include "cp.h"
+#include "flash_tiles.h"
 #include "ring_steps.h"
 #include "timer.h"
 
