@@ -170,10 +170,11 @@ double mm_course_workspace_bytes(const ModelSpec *m, int B, int T, int tp, int s
 // on one of `cp` ranks sharing each (B, T) sequence, T/cp tokens each: its activations
 // (mm_course_act_bytes of its rows, the (T/cp)^2 probabilities replaced by flash
 // attention's log-sum-exp a row and head), its workspace (the layers' scratch for its
-// rows, and the ring's D a row and head, or Ulysses' q, k, v, out, their gradients of its
-// heads over the whole sequence), its communication buffers (the ring's two blocks of K,
-// V, dK, dV; Ulysses' send and receive buffers of q, k, v). cp = 1: one process with
-// flash attention.
+// rows, and the larger of the ring's forward scratch, a block's partial output and lse
+// and a tile's scores, and its backward's, D a row and head and a tile's P and dP; or
+// Ulysses' q, k, v, out, their gradients of its heads over the whole sequence), its
+// communication buffers (the ring's two K, V blocks and two dK, dV buffers; Ulysses' send
+// and receive buffers of q, k, v). cp = 1: one process with flash attention.
 double mm_course_cp_act_bytes(const ModelSpec *m, int B, int T, int cp);
 double mm_course_cp_workspace_bytes(const ModelSpec *m, int B, int T, int cp, int ulysses);
 double mm_course_cp_comm_bytes(const ModelSpec *m, int B, int T, int cp, int ulysses);

@@ -91,7 +91,8 @@ typedef struct {
     int overlap;    // the ring moves its messages between blocks of compute (else only
                     // in its waits: what --no-overlap measures against)
     Timeline *tl;   // the ring's compute, messages and waits (NULL: not recorded)
-    double compute_s;  // the ring's block computations, CPU seconds of this thread (+=)
+    double compute_s;  // the ring's block computations (cp_block_*, the merges), CPU seconds
+                       // of this thread (+=): the ring's messages not included
     long long pairs;   // the ring's (query, key) pairs computed, forward (+=)
 } ContextParallel;
 // n floats the ledger counts (cp_attention.c): MEM_COMM for what travels between the

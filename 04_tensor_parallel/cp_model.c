@@ -1,7 +1,8 @@
 // cp_model.c — the GPT with its sequence split over a context-parallel group: the layer
 // table the core calls (embedding and attention replaced, everything else token by token
-// as it is), and the strategy the trainer runs (this rank's rows of each micro-batch,
-// the gradients averaged over every rank, AdamW).
+// as it is; with TP, TP's layers), and the strategy the trainer runs (this rank's rows of
+// each micro-batch, the gradients averaged over the dp x cp ranks holding the same
+// pieces, AdamW).
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,7 +8,8 @@
 //   build/cp_train --np 4 --cp 2 --tp 2                      # CP x TP: 2 x 2
 //
 // The loop is common/trainer.c; cp_model.c's strategy runs each rank's rows of every
-// micro-batch and averages the gradients over all ranks. Every rank prints one MEM line
+// micro-batch and averages the gradients over the dp x cp ranks holding the same pieces
+// of the weights (all ranks without TP). Every rank prints one MEM line
 // (its ledger's peaks), which the tests read.
 #include <stdio.h>
 #include <string.h>
@@ -45,7 +46,7 @@ int main(int argc, char **argv) {
     Flag mine[] = {
         F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks to launch on this machine (built-in launcher)"),
         F_NODES(&nodes, &cluster),
-        F_INT_SENTINEL("--cp", &cp, 1, COMM_MAX_RANKS, "0 = all ranks", "context-parallel ranks "
+        F_INT_SENTINEL("--cp", &cp, 1, COMM_MAX_RANKS, "0 = all ranks / --tp", "context-parallel ranks "
                        "per group, which share each sequence; must divide the ranks (the rest "
                        "is data parallel)"),
         F_INT("--tp", &tp, 1, COMM_MAX_RANKS, "tensor-parallel ranks inside each context-parallel "

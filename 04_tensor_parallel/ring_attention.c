@@ -51,7 +51,7 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
         if (step < p - 1) ring_pass_on(cp, &next, blk, buf[(step + 1) % 2], bytes, "K,V");
         CpRuns theirs;
         cp_runs(T, p, mod(r - step, p), cp->zigzag, &theirs);
-        double t0 = now_seconds(), c0 = thread_cpu_seconds();
+        double t0 = now_seconds();
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
                 for (int a = 0; a < s.mine.n; a++)
@@ -59,14 +59,15 @@ void ring_attention_forward(ContextParallel *cp, float *out, float *lse, const f
                         size_t qrow;
                         CpBlock x = ring_block(&s, &theirs, qkv, blk, b, h, a, j, &qrow);
                         if (!cp_block_sees(&x)) continue;
+                        double c0 = thread_cpu_seconds();
                         cp_block_forward(&x, po, s.hs, pl, S);
                         softmax_merge(out + qrow * C + h * s.hs,
                                       lse + ((size_t)b * NH + h) * s.Tl + ring_run_row(&s.mine, a),
                                       C, po, pl, s.hs, s.mine.len[a], s.hs);
+                        cp->compute_s += thread_cpu_seconds() - c0;
                         cp->pairs += cp_block_pairs(&x);
                         ring_keep_moving(cp, &next, 1);
                     }
-        cp->compute_s += thread_cpu_seconds() - c0;
         ring_computed(cp, "ring forward", step, t0);
         ring_wait(cp, &next);
     }
@@ -115,7 +116,7 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
         memset(acc, 0, bytes);
         CpRuns theirs;
         cp_runs(T, p, mod(r - step, p), cp->zigzag, &theirs);
-        double t0 = now_seconds(), c0 = thread_cpu_seconds();
+        double t0 = now_seconds();
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
                 for (int a = 0; a < s.mine.n; a++)
@@ -124,12 +125,13 @@ void ring_attention_backward(ContextParallel *cp, float *dqkv, const float *dout
                         CpBlock x = ring_block(&s, &theirs, qkv, blk, b, h, a, j, &qrow);
                         size_t hr = ((size_t)b * NH + h) * s.Tl + ring_run_row(&s.mine, a);
                         float *dk = acc + (x.k - blk);  // the block's place, in its gradient's buffer
+                        double c0 = thread_cpu_seconds();
                         cp_block_backward(&x, dout + qrow * C + h * s.hs, C, lse + hr, D + hr,
                                           dqkv + qrow * 3 * C + h * s.hs, 3 * C, dk, dk + C, s.W,
                                           S);
+                        cp->compute_s += thread_cpu_seconds() - c0;
                         ring_keep_moving(cp, f, 3);
                     }
-        cp->compute_s += thread_cpu_seconds() - c0;
         ring_computed(cp, "ring backward", step, t0);
         // The share of the ranks before this one (they computed it at their last step).
         if (step > 0) ring_take_in(cp, acc, bytes, RECV_SUM, "dK,dV in");

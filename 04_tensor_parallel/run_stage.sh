@@ -19,7 +19,9 @@
 #      time of each rank's blocks, contiguous against zigzag, cp = 2 and 4, a sequence
 #      of 4096 (build/bench_cp; cp_balance_np{2,4}.txt); and the GPT on one sequence of
 #      2048 tokens: one rank against cp = 2 (ring zigzag and contiguous, Ulysses), step
-#      time and each rank's memory (cp_train.txt).
+#      time and each rank's memory (cp_train.txt); each rank's memory against the
+#      sequence at cp = 1, 2, 4 beside the calculator, and the longest sequence that
+#      trains under --device-mem 160 MB at each (cp_memory.txt, cp_fits.txt).
 #   7. Where the machine can make a cluster (root, network namespaces): the ring's
 #      overlap, cp = 2 on a sequence of 4096 with and without it, on one node and across
 #      a 200 Mbit/s link (cp_overlap.sh: cp_overlap.txt, timelines/cp_*, cp_overlap.png);
@@ -323,9 +325,16 @@ for n in 1 2 4; do
     for seq in $cp_seqs; do [ "$(cp_calc bytes_total "$seq" "$n")" -le "$cp_budget" ] && fit=$seq; done
     run "$tmp/fit$n.log" cp_train --np "$n" --cp "$n" --preset small --seq "$fit" --batch 1 --steps 1 \
         --device-mem "$cp_budget" --log-every 1000000
-    refused=no
-    "$BUILD/cp_train" --np "$n" --cp "$n" --preset small --seq $((fit + 512)) --batch 1 --steps 1 \
-        --device-mem "$cp_budget" >"$tmp/next.log" 2>&1 || { grep -q "out of memory" "$tmp/next.log" && refused=yes; }
+    if "$BUILD/cp_train" --np "$n" --cp "$n" --preset small --seq $((fit + 512)) --batch 1 \
+            --steps 1 --device-mem "$cp_budget" >"$tmp/next.log" 2>&1; then
+        refused=no
+    elif grep -q "out of memory" "$tmp/next.log"; then
+        refused=yes
+    else
+        echo "$(basename "$0"): FAILED, and not for memory: cp_train --cp $n --seq $((fit + 512))" >&2
+        tail -n 20 "$tmp/next.log" >&2
+        exit 1
+    fi
     awk -v n="$n" -v s="$fit" -v c="$(cp_calc bytes_total "$fit" "$n")" -v r="$refused" '
         /^MEM / {t = 0; for (i = 3; i <= NF; i++) {split($i, kv, "="); t += kv[2]}; if (t > m) m = t}
         END {printf "%d %d %d %d %d %s\n", n, s, c, m, s + 512, r}' "$tmp/fit$n.log" |

@@ -225,8 +225,14 @@ void comm_take_flows(Comm *c, PeerFlow flows[COMM_MAX_RANKS]) {
 }
 
 void comm_progress_meanwhile(Comm *c, CommRequest **reqs, int n) {
-    CHECK(c->n_meanwhile + n <= COMM_MAX_MEANWHILE, "more than %d requests moved along meanwhile",
-          COMM_MAX_MEANWHILE);
+    if (c->n_meanwhile + n > COMM_MAX_MEANWHILE) {
+        const CommRequest *r = c->meanwhile[0];
+        DIE("more than %d requests moved along meanwhile (comm_progress_meanwhile): each must be "
+            "waited for (comm_wait) once it is no longer needed, and the oldest, a %s of %zu bytes "
+            "%s world rank %d on group %s, never was", COMM_MAX_MEANWHILE,
+            r->is_send ? "send" : "receive", r->bytes, r->is_send ? "to" : "from", r->peer,
+            r->group->name);
+    }
     for (int i = 0; i < n; i++) c->meanwhile[c->n_meanwhile++] = reqs[i];
 }
 
@@ -261,7 +267,10 @@ static void wait_for(Comm *c, CommRequest **reqs, int n, int need) {
         // waking every 20 µs took the cores from the ranks (and the network stack) it
         // waited for.
         double idle = now - last_moved;
-        if (idle >= c->spin_s && c->ops->idle_wait && c->ops->idle_wait(c, reqs, n, 2e-3)) {
+        // (Not with requests moved along meanwhile: the transport would sleep until one of
+        // reqs could move, and theirs would wait for it.)
+        if (idle >= c->spin_s && c->ops->idle_wait && c->n_meanwhile == 0 &&
+            c->ops->idle_wait(c, reqs, n, 2e-3)) {
             // slept in the transport (sockets) until a byte could move, 2 ms at most
         } else if (idle > 10e-3) {
             struct timespec ts = {0, 200000};

@@ -122,10 +122,18 @@ void hybrid_transport_init(Comm *c, void *region, size_t region_bytes, ShmStores
 }
 
 // The node's first rank creates the object under a name nobody can have chosen before
-// (its pid and the clock), sends the name to the node's other ranks over the TCP mesh,
-// and removes the name once each has mapped it: a run killed in between leaves it in
-// /dev/shm, nothing else does.
+// (its pid and the clock), gives it its pages at once (a tmpfs too small for them is
+// refused here, by name, not by a SIGBUS at the first touch), sends the name to the
+// node's other ranks over the TCP mesh, and removes the name once each has mapped it: a
+// run killed in between leaves it in /dev/shm, a failure here does not.
 #define SHM_NAME_BYTES 64
+
+// Dies naming what failed, the name removed first (the node's first rank made it).
+CHECK_NORETURN static void shm_fail(const char *name, int made, const char *fmt, const char *what,
+                                    size_t bytes, int err) {
+    if (made) shm_unlink(name);
+    DIE(fmt, what, name, bytes, strerror(err));
+}
 void hybrid_transport_after_tcp(Comm *c, ShmStores stores) {
     int k = c->node_size, first = c->rank / k * k, fd;
     size_t bytes = shm_region_bytes(c->size);
@@ -138,8 +146,11 @@ void hybrid_transport_after_tcp(Comm *c, ShmStores stores) {
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
         CHECK(fd >= 0, "rank %d: cannot create the shared memory %s for the ranks of its node: %s",
               c->rank, name, strerror(errno));
-        CHECK(ftruncate(fd, (off_t)bytes) == 0, "rank %d: cannot size the shared memory %s to %zu "
-              "bytes: %s", c->rank, name, bytes, strerror(errno));
+        int err = ftruncate(fd, (off_t)bytes) == 0 ? posix_fallocate(fd, 0, (off_t)bytes) : errno;
+        if (err)
+            shm_fail(name, 1, "%s: the shared memory %s needs %zu bytes for this node's ranks: %s "
+                     "(a small /dev/shm, as a container's 64 MB? --transport tcp needs none)",
+                     "torchrun's ranks of one node", bytes, err);
         for (int r = first + 1; r < first + k; r++) comm_send(c, &c->world, r, name, sizeof name);
     } else {
         comm_recv(c, &c->world, first, name, sizeof name);
@@ -148,8 +159,9 @@ void hybrid_transport_after_tcp(Comm *c, ShmStores stores) {
               c->rank, name, first, strerror(errno));
     }
     void *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    CHECK(region != MAP_FAILED, "rank %d: cannot map %zu bytes of shared memory %s: %s", c->rank,
-          bytes, name, strerror(errno));
+    if (region == MAP_FAILED)
+        shm_fail(name, c->rank == first, "%s: cannot map the shared memory %s (%zu bytes): %s",
+                 "torchrun's ranks of one node", bytes, errno);
     close(fd);
     char mapped = 1;
     if (c->rank == first) {

@@ -348,6 +348,8 @@ Comm *comm_launch(const CommConfig *cfg) {
     }
     if (torch_rank) {  // torchrun's convention
         int rank = env_int("RANK", 0), size = env_int("WORLD_SIZE", 1);
+        CHECK(cfg->transport != TRANSPORT_MPI, "--transport mpi needs mpirun; ranks started by "
+              "torchrun's variables use tcp, and shm inside a node (LOCAL_WORLD_SIZE)");
         CHECK(env("WORLD_SIZE"), "RANK is set but WORLD_SIZE is not (torchrun convention needs "
               "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
         CHECK(rank < size, "RANK=%d is not below WORLD_SIZE=%d", rank, size);

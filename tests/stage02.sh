@@ -56,9 +56,11 @@ fi
 
 # The hierarchical all-reduce (collectives.c's ALGO_HIER: reduced inside each node to
 # its leader, the leaders' all-reduce across the nodes, back inside), its nodes given by
-# COURSE_NODE_RANKS: 3 nodes of 2, and 2 nodes of 4 under subgroups (uneven there: the
-# flat ring). Each rank's bytes inside and across the nodes are the hierarchy's.
+# COURSE_NODE_RANKS: 3 nodes of 2, 2 nodes of 4 (pipelined over chunks), and 2 nodes of 4
+# under subgroups (uneven there: the flat ring). Each rank's bytes inside and across the nodes are the hierarchy's.
 run collectives-hier-np6-nodes2 "$BUILD/tests/test_collectives" --np 6 --node-ranks 2 --timeout 10
+run collectives-hier-np8-nodes4 "$BUILD/tests/test_collectives" --np 8 --node-ranks 4 --op allreduce \
+    --timeout 20  # 2 nodes of 4: the pipelined path with a ring inside each node
 run collectives-hier-np8-nodes4-strided "$BUILD/tests/test_collectives" --np 8 --node-ranks 4 \
     --strided --timeout 10
 # Every collective over two nodes of two ranks (--nodes 2): shm between the ranks of a

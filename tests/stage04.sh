@@ -215,8 +215,9 @@ print(f"{'PASS' if ok else 'FAIL'} {name}  {'first and last' if n == 2 else 'fir
 PY
     # Every rank's ledger: the activations of its T/cp rows, 1/cp of one rank's (cp = 1,
     # the core's flash attention); and every category byte for byte stage 01's calculator
-    # (memcalc --cp: the ring's two blocks of K, V, dK, dV or Ulysses' send and receive
-    # buffers as communication, their scratch as workspace).
+    # (memcalc --cp: the ring's two K, V blocks and two dK, dV buffers or Ulysses' send
+    # and receive buffers as communication, their scratch, a tile's scores included, as
+    # workspace).
     "$BUILD/memcalc" --layers 2 --hidden 48 --heads 12 --seq 24 --vocab 251 --recipe course \
         --micro-batch 2 --cp "$cp" --cp-attention "$4" --json >"$f.calc.json"
     "$PY" - "$f.log" "$S4_DIR/cp-one.log" "cp.memory.$name" "$cp" "$f.calc.json" <<'PY'
@@ -311,14 +312,15 @@ s4_cp_fits() {
 }
 run cp-device-mem s4_cp_fits
 # The ledger against memcalc --cp where the ring's forward scratch (a block's partial
-# output, hs + 1 floats a row) outweighs its backward's (D, a float a row and head):
-# one head of 64, one sequence.
+# output and lse, hs + 1 floats a row, and a tile's scores, FLASH_BR a row) outweighs
+# its backward's (D, a float a row and head, and a tile's P and dP, 2 FLASH_BR a row):
+# one head of 128 (193 against 129 floats a row), one sequence.
 s4_cp_memory_one_head() {
-    local f="$S4_DIR/cp-onehead" model="--layers 2 --width 64 --heads 1 --seq 24 --vocab 251"
+    local f="$S4_DIR/cp-onehead" model="--layers 2 --width 128 --heads 1 --seq 24 --vocab 251"
     echo "PLAN cp.memory.ring.one_head"
     "$BUILD/cp_train" --np 2 --cp 2 $model --batch 1 --steps 1 --peak-tflops 1 --timeout 20 \
         >"$f.log" 2>&1
-    "$BUILD/memcalc" --layers 2 --hidden 64 --heads 1 --seq 24 --vocab 251 --recipe course \
+    "$BUILD/memcalc" --layers 2 --hidden 128 --heads 1 --seq 24 --vocab 251 --recipe course \
         --micro-batch 1 --cp 2 --json >"$f.json"
     "$PY" - "$f.log" "$f.json" <<'PY'
 import json, sys

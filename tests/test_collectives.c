@@ -401,17 +401,17 @@ int main(int argc, char **argv) {
                     check_all_to_all_v(c, g, (Algo)a, counts[k], DT_BF16, &mine);
                 }
                 // Across two nodes hier is pipelined over chunks of HIER_CHUNK_BYTES: three
-                // and a ragged end (and, in bf16, one and a half).
-                size_t piped = 3 * HIER_CHUNK_BYTES / sizeof(float) - 5;
+                // and a ragged end, in fp32 and in bf16.
+                size_t piped = 3 * HIER_CHUNK_BYTES / sizeof(float) + 5;
                 int chunked = a == ALGO_HIER && g == world && hier_chunks(piped, DT_F32, p / comm_node_size(c)) > 1;
                 if (chunked) {
                     check_exact(c, g, (CollOp)op, (Algo)a, piped, DT_F32, &mine);
-                    check_exact(c, g, (CollOp)op, (Algo)a, piped, DT_BF16, &mine);
+                    check_exact(c, g, (CollOp)op, (Algo)a, 2 * piped, DT_BF16, &mine);
                 }
                 if (op == OP_ALLREDUCE) mine.rand_bad = check_random(c, g, (Algo)a, 4099);
                 snprintf(what, sizeof what, "%zu counts x fp32/bf16%s, exact", NCOUNTS + chunked,
                          op == OP_ALL_TO_ALL ? ", equal and uneven blocks"
-                         : chunked ? " (one of 3 pipelined chunks)" : "");
+                         : chunked ? " (one count in 3 pipelined chunks)" : "");
             }
             // Verdicts travel by point-to-point, not by the collectives under test.
             if (r == 0) {

@@ -19,10 +19,13 @@
 //     against every block; dk, dv from every rank's queries against this rank's block.
 //   Every rank of cp->group calls both; the messages go only to the ring's neighbours;
 //   per rank, forward sends cp-1 K,V blocks, backward cp-1 K,V blocks and cp dK,dV
-//   blocks (B * Tl * 2C floats each); the buffers come from cp_buffer (the ledger counts
-//   them, and stage 01's calculator predicts them to the byte: the forward's two blocks,
-//   a partial output (Tl hs), its lse (Tl) and the scores' scratch (FLASH_BR Tl); the
-//   backward's two blocks, two dK,dV buffers, D (B NH Tl) and scratch (2 FLASH_BR Tl)).
+//   blocks (B * Tl * 2C floats each). Every message posted is waited for (ring_wait)
+//   before the function returns. The buffers come from cp_buffer, freed before it
+//   returns, and the ledger counts them (stage 01's calculator predicts them to the
+//   byte): as MEM_COMM what travels, the forward's two K,V blocks and the backward's two
+//   K,V blocks and two dK,dV buffers; as MEM_WORKSPACE the rest, the forward's partial
+//   output (Tl hs), its lse (Tl) and the scores' scratch (FLASH_BR Tl), the backward's
+//   D (B NH Tl) and scratch (2 FLASH_BR Tl).
 //
 // GIVEN (ring_steps.h; cp.h): ring_shape, ring_block (one query run against one run
 // of the block you hold: a CpBlock), ring_pack_kv; cp_block_forward / cp_block_backward
