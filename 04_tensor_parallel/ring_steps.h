@@ -19,7 +19,8 @@ RingShape ring_shape(const ContextParallel *cp, int B, int T, int C, int NH);
 int ring_run_row(const CpRuns *r, int k);
 // Sequence b, head h: this rank's query run a against run j of the block blk (theirs:
 // the runs of the rank the block came from); qkv this rank's (B, Tl, 3C) rows. *qrow:
-// the query run's first row.
+// the query run's first row of qkv, out and dout; its lse (B, NH, Tl) is at
+// (b NH + h) Tl + ring_run_row(&s->mine, a).
 CpBlock ring_block(const RingShape *s, const CpRuns *theirs, const float *qkv, const float *blk,
                    int b, int h, int a, int j, size_t *qrow);
 // The block buffer of this rank's own K and V rows, copied out of qkv.
@@ -27,7 +28,8 @@ void ring_pack_kv(const RingShape *s, float *blk, const float *qkv);
 
 // Messages in flight: posted, moved along while the rank computes (ring_keep_moving,
 // when cp->overlap), waited for. Each is one span on cp->tl's COMM lane, from its post
-// to when it was seen complete; a wait that blocked is a span on the WAIT lane.
+// to when it was seen complete; a wait that blocked is a span on the WAIT lane. A flight
+// starts zeroed ({0}: nothing in flight, which ring_wait and ring_keep_moving skip).
 typedef struct {
     CommRequest *q[2];
     int n;

@@ -390,8 +390,10 @@ void comm_die_waiting(Comm *c, const CommRequest *r, const char *why) {
                      mine, theirs);
         DIE("timeout after %.1f s in %s. Usual causes: a rank waited for its send before posting "
             "its receive (post both, then wait for both: a message larger than the transport's%s "
-            "eager limit cannot finish until the peer receives it); the ranks called different "
-            "collectives, counts or peers; a rank is stuck or dead%s; or the peer is still busy "
+            "eager limit cannot finish until the peer receives it); a rank posted its messages to "
+            "one peer in another order than the peer posted its receives (a pair's messages are "
+            "matched in order); the ranks called different collectives, counts or peers; a rank "
+            "is stuck or dead%s; or the peer is still busy "
             "(--timeout %.1f s is shorter than the work it does before it gets here)",
             c->timeout_s, d, chan, link, c->timeout_s);
     }

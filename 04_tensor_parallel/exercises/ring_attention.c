@@ -25,14 +25,20 @@
 //   byte): as MEM_COMM what travels, the forward's two K,V blocks and the backward's two
 //   K,V blocks and two dK,dV buffers; as MEM_WORKSPACE the rest, the forward's partial
 //   output (Tl hs), its lse (Tl) and the scores' scratch (FLASH_BR Tl), the backward's
-//   D (B NH Tl) and scratch (2 FLASH_BR Tl).
+//   D (B NH Tl) and scratch (2 FLASH_BR Tl). So the backward's dK,dV for a step go in the
+//   buffer sent on the step before last, once that send is waited for.
+//   Bookkeeping bench_cp reads: cp->compute_s += the CPU seconds (thread_cpu_seconds) of
+//   the block computations and merges, not of the messages; cp->pairs += the forward's
+//   (query, key) pairs (cp_block_pairs).
 //
 // GIVEN (ring_steps.h; cp.h): ring_shape, ring_block (one query run against one run
 // of the block you hold: a CpBlock), ring_pack_kv; cp_block_forward / cp_block_backward
 // / cp_block_sees (cp_attention.c), softmax_merge (yours, §3b), cp_runs (yours);
 // messages in flight: ring_pass_on (the next block in, this one out), ring_send_on and
 // ring_take_in (the gradients' ring), ring_keep_moving (call it between blocks of
-// compute: that is the overlap), ring_wait; ring_computed (a span on the timeline).
+// compute: that is the overlap), ring_wait; ring_computed (a span on the timeline). A
+// RingFlight starts zeroed (nothing in flight). Rows: ring_block gives a query run's row
+// of qkv, out and dout (qrow); lse and D are (B, NH, Tl): (b NH + h) Tl + ring_run_row.
 //
 // What the grader checks (tests/test_cp.c and tests/stage04.sh): out, lse and dqkv on
 // every rank against one process's flash attention at cp = 2, 3, 4, contiguous and
