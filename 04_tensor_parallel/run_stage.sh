@@ -275,8 +275,11 @@ t1_ms=$(summary tp1 | awk '{print $2}')
 echo "== context parallelism: ring attention's work per rank, contiguous vs zigzag =="
 cp_seq=4096; quick && cp_seq=1024
 for n in 2 4; do
+    load=$(load_now)
     "$BUILD/bench_cp" --np "$n" --seq "$cp_seq" --repeat 5 --out "$out/cp_balance_np$n.txt" |
         grep '^# [cz]' | sed "s/^# /   cp = $n, /"
+    echo "# measured on $(machine_desc), $(date -u +%Y-%m-%d); load $load at the start, $(load_now) at the end" \
+        >>"$out/cp_balance_np$n.txt"
 done
 cp_seq=2048 cp_steps=8; quick && cp_seq=512 cp_steps=4
 {
