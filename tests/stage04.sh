@@ -189,6 +189,24 @@ s4_cp_ref() {  # the single process, batch B: $S4_DIR/cp-ref-B.{log,safetensors}
         --attention flash --save-params "$f.safetensors" >"$f.log" 2>&1
 }
 export -f s4_cp_ref  # (each test runs in a child bash: tests/run.sh)
+# s4_cp_loss LOG CHECK DP: LOG's printed losses against one process's on rank 0's share
+# of the sequences (cp-ref-2): the first and last, or with dp > 1 the first only (the
+# later steps' batches differ).
+s4_cp_loss() {
+    "$PY" - "$1" "$S4_DIR/cp-ref-2.log" "$2" "$3" <<'PY'
+import re, sys
+def losses(path):
+    m = re.search(r"first_loss=(\S+) final_loss=(\S+)", open(path).read())
+    return (float(m.group(1)), float(m.group(2))) if m else None
+got, want, name, dp = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+n = 2 if dp == 1 else 1  # with dp > 1, the first step only
+ok = got and want and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got[:n], want[:n]))
+print(f"{'PASS' if ok else 'FAIL'} {name}  {'first and last' if n == 2 else 'first'} loss "
+      f"{got[:n] if got else None} against one process's on the same sequences "
+      f"{want[:n] if want else None} (rel 1e-5)")
+PY
+}
+export -f s4_cp_loss
 s4_cp_equiv() {  # s4_cp_equiv NAME NP CP ATTENTION LAYOUT
     local name=$1 np=$2 cp=$3 f="$S4_DIR/cp-$1" dp=$(($2 / $3))
     echo "PLAN cp.equiv.$name.loss"
@@ -201,18 +219,7 @@ s4_cp_equiv() {  # s4_cp_equiv NAME NP CP ATTENTION LAYOUT
     "$BUILD/tests/compare_params" "$f.safetensors" "$S4_DIR/cp-ref-$((2 * dp)).safetensors" 1e-5 \
         "cp.equiv.$name.weights"
     s4_cp_ref 2  # rank 0's share of the sequences, alone
-    "$PY" - "$f.log" "$S4_DIR/cp-ref-2.log" "cp.equiv.$name.loss" "$dp" <<'PY'
-import re, sys
-def losses(path):
-    m = re.search(r"first_loss=(\S+) final_loss=(\S+)", open(path).read())
-    return (float(m.group(1)), float(m.group(2))) if m else None
-got, want, name, dp = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-n = 2 if dp == 1 else 1  # with dp > 1, the first step only
-ok = got and want and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got[:n], want[:n]))
-print(f"{'PASS' if ok else 'FAIL'} {name}  {'first and last' if n == 2 else 'first'} loss "
-      f"{got[:n] if got else None} against one process's on the same sequences "
-      f"{want[:n] if want else None} (rel 1e-5)")
-PY
+    s4_cp_loss "$f.log" "cp.equiv.$name.loss" "$dp"
     # Every rank's ledger: the activations of its T/cp rows, 1/cp of one rank's (cp = 1,
     # the core's flash attention); and every category byte for byte stage 01's calculator
     # (memcalc --cp: the ring's two K, V blocks and two dK, dV buffers or Ulysses' send
@@ -259,18 +266,7 @@ s4_cp_tp_equiv() {  # s4_cp_tp_equiv NAME NP CP TP ATTENTION LAYOUT
     "$BUILD/tests/compare_params" "$f.safetensors" "$S4_DIR/cp-ref-$((2 * dp)).safetensors" 1e-5 \
         "cp.equiv.$name.weights" | sed "s/\$/ ($(grep -o -m1 'CP [0-9]* ([^)]*) x TP [0-9]* x DP [0-9]*' "$f.log"))/"
     s4_cp_ref 2  # rank 0's share of the sequences, alone
-    "$PY" - "$f.log" "$S4_DIR/cp-ref-2.log" "cp.equiv.$name.loss" "$dp" <<'PY'
-import re, sys
-def losses(path):
-    m = re.search(r"first_loss=(\S+) final_loss=(\S+)", open(path).read())
-    return (float(m.group(1)), float(m.group(2))) if m else None
-got, want, name, dp = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-n = 2 if dp == 1 else 1  # with dp > 1, the first step only
-ok = got and want and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got[:n], want[:n]))
-print(f"{'PASS' if ok else 'FAIL'} {name}  {'first and last' if n == 2 else 'first'} loss "
-      f"{got[:n] if got else None} against one process's on the same sequences "
-      f"{want[:n] if want else None} (rel 1e-5)")
-PY
+    s4_cp_loss "$f.log" "cp.equiv.$name.loss" "$dp"
 }
 run cp-tp-ring-zigzag s4_cp_tp_equiv ring.zigzag.cp2.tp2 4 2 2 ring zigzag
 run cp-tp-ulysses s4_cp_tp_equiv ulysses.zigzag.cp2.tp2 4 2 2 ulysses zigzag
