@@ -68,7 +68,8 @@ stage_obj = $(patsubst %.c,$(BUILD)/%.o,$(call stage_src,$1))
 # them with nm).
 CORE := log dtype rng ledger flags files json safetensors safetensors_json safetensors_write ctx ops_timed \
         ops_cpu ops_cpu_precision ops_cpu_flash model_layout model_acts model_backward model optim data perf \
-        comm launch launch_nodes comm_shm comm_tcp comm_hybrid train_state train_ext train_args train_job trainer timeline
+        comm launch launch_nodes comm_shm comm_tcp comm_hybrid train_state train_ext train_args train_job trainer timeline \
+        moe
 CORE_OBJS := $(CORE:%=$(BUILD)/common/%.o)
 # The training extensions linked into every driver: each stage in the build that
 # has one adds its objects here (06_mixed_precision/stage.mk, 07_fault_tolerance/
@@ -113,7 +114,7 @@ endif
 
 # The core's programs: the single-process baseline, the GEMM ceiling, and the tests
 # of the core alone (stage folders add theirs: NN_*/stage.mk).
-TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_flash test_model \
+TESTS := test_dtype test_rng test_ledger test_flags test_safetensors test_ops test_flash test_model test_moe \
          gpt_dump test_comm compare_params test_json
 BINS  := $(BUILD)/train $(BUILD)/sgemm_bench $(TESTS:%=$(BUILD)/tests/%)
 DRIVERS += $(BUILD)/train

@@ -158,7 +158,7 @@ run() {  # run NAME COMMAND...
 mpi_built() { command -v mpirun >/dev/null && [ -f "$BUILD/common/comm_mpi.o" ]; }
 
 core() {
-    for t in dtype rng ledger flags json safetensors ops flash model; do
+    for t in dtype rng ledger flags json safetensors ops flash model moe; do
         run "$t" "$BUILD/tests/test_$t"
     done
     run extensions "$BUILD/tests/test_extensions"
