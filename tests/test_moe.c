@@ -9,7 +9,8 @@
 // differences of L = sum(out * R) + aux + z, in fp32 with eps 1e-2 (truncation ~1e-4,
 // rounding ~3e-4 of a derivative: tolerance 1e-2 over the sampled coordinates, a
 // coordinate whose nudge changes the routing skipped), for x and every kind of weight;
-// and the two losses' gradients alone (R = 0).
+// and the two losses' gradients alone (R = 0). With --dump PATH it also writes one
+// case's inputs, weights and results for tests/torch_moe.py (PyTorch's autograd).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 #include "check.h"
 #include "harness.h"
+#include "safetensors.h"
 #include "moe.h"
 #include "rng.h"
 
@@ -191,9 +193,46 @@ static void test_backward(TestState *ts, int with_out) {
     free_case(&t);
 }
 
-int main(void) {
+// One case (capacity 1: some drops) through forward and backward, into a safetensors
+// file with its configuration as metadata.
+static void dump(const char *path) {
+    Case t = make_case(40, 24, 6, 2, 32, 1.0f);
+    size_t nw = moe_num_params(&t.m, t.C), nc = (size_t)t.N * t.C, nk = (size_t)t.N * t.m.k;
+    MoEActs *a = moe_acts_new(&t.m, t.N, t.C);
+    float *out = xmalloc(sizeof(float) * nc), *dx = xcalloc(nc, sizeof(float));
+    float *dw = xcalloc(nw, sizeof(float));
+    float losses = moe_forward(&ctx, &t.m, a, out, t.x, t.w);
+    moe_backward(&ctx, &t.m, a, dx, dw, t.R, t.x, t.w, 1.0f);
+    StTensor ts[] = {
+        {"x", DT_F32, 2, {t.N, t.C}, t.x, nc * 4}, {"w", DT_F32, 1, {(int64_t)nw}, t.w, nw * 4},
+        {"R", DT_F32, 2, {t.N, t.C}, t.R, nc * 4}, {"out", DT_F32, 2, {t.N, t.C}, out, nc * 4},
+        {"losses", DT_F32, 1, {1}, &losses, 4}, {"dx", DT_F32, 2, {t.N, t.C}, dx, nc * 4},
+        {"dw", DT_F32, 1, {(int64_t)nw}, dw, nw * 4},
+        {"expert", DT_I32, 2, {t.N, t.m.k}, a->expert, nk * 4},
+        {"row", DT_I32, 2, {t.N, t.m.k}, a->row, nk * 4},
+    };
+    char v[6][32];
+    snprintf(v[0], 32, "%d", t.m.E); snprintf(v[1], 32, "%d", t.m.k); snprintf(v[2], 32, "%d", t.m.F);
+    snprintf(v[3], 32, "%.9g", t.m.capacity); snprintf(v[4], 32, "%.9g", t.m.aux_weight);
+    snprintf(v[5], 32, "%.9g", t.m.z_weight);
+    StMeta meta[] = {{"E", v[0]}, {"k", v[1]}, {"F", v[2]}, {"capacity", v[3]},
+                     {"aux_weight", v[4]}, {"z_weight", v[5]}};
+    char err[256];
+    CHECK(st_save(path, ts, 9, meta, 6, err, sizeof err) == 0, "%s", err);
+    moe_acts_free(a);
+    free(out); free(dx); free(dw);
+    free_case(&t);
+}
+
+int main(int argc, char **argv) {
     ctx_init(&ctx, DEV_CPU, 1, 0);
     rng_seed(&rng, 2025);
+    if (argc == 3 && strcmp(argv[1], "--dump") == 0) {
+        dump(argv[2]);
+        ctx_destroy(&ctx);
+        return 0;
+    }
+    CHECK(argc == 1, "usage: test_moe [--dump PATH]");
     TestState ts = {0};
     test_routing(&ts);
     test_forward(&ts);
