@@ -18,7 +18,8 @@
 # each test that failed, the command that reruns it alone on this build is shown.
 # The last line is "score: S/T" (before it, when a part is not full, the line that
 # points to the first such part's hints: make hint-N PART=name); the exit status is 0
-# only for full marks (of the parts named, with PART). GRADE_LOG=file keeps the suite's raw output there;
+# only for full marks (of the parts named, with PART). GRADE_LOG=file keeps the suite's raw
+# output there: the first run's, then each isolated rerun's under a "====" line naming it;
 # ONLY=test,... runs only those tests of the suite (tests/run.sh; grade_check.sh
 # uses it to run a mutant's tests alone).
 #
@@ -262,6 +263,8 @@ if [ "$isolate" = 1 ]; then
             echo "grade: make EX_FILES=${fs//,/ } failed:"; tail -n 5 "$out/make"; exit 2
         fi
         run_suite "$out/part" "$tests"
+        [ -n "${GRADE_LOG:-}" ] && { echo "==== ${names[${redo[0]}]} again, on a build with only your ${fs//,/, }"
+                                    cat "$out/part"; } >>"$GRADE_LOG"
         parse_log "$out/part" "${cks[@]}"
         prefix="make -s UPTO=$((10#$n)) EX=$((10#$n)) EX_FILES='${fs//,/ }' BUILD=$BUILD all && "
         for k in "${redo[@]}"; do score_part "$k" "$prefix"; done
