@@ -16,16 +16,17 @@ S04_CALC := $(BUILD)/01_memory_wall/memory_model.o $(BUILD)/01_memory_wall/memor
 S04_CP := $(call stage_obj,$(S04)/softmax_merge.c $(S04)/zigzag.c $(S04)/ring_attention.c) \
           $(patsubst %,$(BUILD)/$(S04)/%.o,cp_attention ring_steps ulysses)
 S04_BINS := $(BUILD)/tp_train $(BUILD)/cp_train $(BUILD)/bench_cp $(BUILD)/tests/test_tp \
-            $(BUILD)/tests/test_cp
+            $(BUILD)/tests/test_cp $(BUILD)/tests/test_ep
 BINS += $(S04_BINS)
 DRIVERS += $(BUILD)/tp_train $(BUILD)/cp_train
 
 $(BUILD)/$(S04)/%.o: CFLAGS += -I$(S02) -I$(S04)
 $(BUILD)/tests/test_tp.o: CFLAGS += -I$(S02) -I$(S04) -I01_memory_wall
-$(BUILD)/tests/test_cp.o: CFLAGS += -I$(S02) -I$(S04)
+$(BUILD)/tests/test_cp.o $(BUILD)/tests/test_ep.o: CFLAGS += -I$(S02) -I$(S04)
 $(filter $(BUILD)/$(S04)/%,$(S04_OBJS)) $(S04_CP) $(BUILD)/$(S04)/tp_train.o \
   $(BUILD)/$(S04)/cp_train.o $(BUILD)/$(S04)/cp_model.o $(BUILD)/$(S04)/bench_cp.o \
-  $(BUILD)/tests/test_tp.o $(BUILD)/tests/test_cp.o: $(wildcard $(S04)/*.h) $(wildcard $(S02)/*.h)
+  $(BUILD)/tests/test_tp.o $(BUILD)/tests/test_cp.o $(BUILD)/$(S04)/expert_parallel.o \
+  $(BUILD)/tests/test_ep.o: $(wildcard $(S04)/*.h) $(wildcard $(S02)/*.h)
 
 $(BUILD)/tp_train: $(BUILD)/$(S04)/tp_train.o $(S04_OBJS) $(CORE_OBJS)
 	$(LINK)
@@ -33,6 +34,11 @@ $(BUILD)/tests/test_tp.o: tests/opaque_device.h
 S04_CP_LINK := $(S04_CP) $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o \
   $(BUILD)/$(S02)/alltoall.o $(BUILD)/$(S02)/baseline_mpi.o $(CORE_OBJS)
 $(BUILD)/tests/test_cp: $(BUILD)/tests/test_cp.o $(S04_CP_LINK)
+	$(LINK)
+# Expert parallelism (ep.h): the core's mixture-of-experts layer, its experts over ranks.
+$(BUILD)/tests/test_ep: $(BUILD)/tests/test_ep.o $(BUILD)/$(S04)/expert_parallel.o \
+  $(BUILD)/$(S02)/collectives.o $(BUILD)/$(S02)/ring.o $(BUILD)/$(S02)/alltoall.o \
+  $(BUILD)/$(S02)/baseline_mpi.o $(CORE_OBJS)
 	$(LINK)
 $(BUILD)/bench_cp: $(BUILD)/$(S04)/bench_cp.o $(S04_CP_LINK)
 	$(LINK)

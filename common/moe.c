@@ -53,10 +53,9 @@ void moe_acts_free(MoEActs *a) {
 
 // ---------------------------------------------------------------- routing
 
-// probs = softmax(logits) per row; each token's k largest (ties: the lower index), and
-// their gates renormalised over the k.
-static void choose(const MoEConfig *m, MoEActs *a) {
+void moe_route(Ctx *ctx, const MoEConfig *m, MoEActs *a, const float *x, const float *w) {
     int E = m->E, k = m->k;
+    ctx->ops->matmul_forward(ctx, a->logits, x, w, NULL, a->N, a->C, E);  // Wr: w's first E C
     for (int n = 0; n < a->N; n++) {
         const float *l = a->logits + (size_t)n * E;
         float *p = a->probs + (size_t)n * E, mx = -INFINITY, sum = 0.0f;
@@ -103,19 +102,14 @@ static void place(const MoEConfig *m, MoEActs *a) {
 
 // ---------------------------------------------------------------- forward
 
-// Expert e's MLP over its rows of xg: h, act = GELU(h), y.
-static void experts_forward(Ctx *ctx, const MoEConfig *m, MoEActs *a, const MoEWeights *p) {
-    int C = a->C, F = m->F;
-    for (int e = 0; e < m->E; e++) {
-        int r0 = a->offset[e], ne = a->offset[e + 1] - r0;
-        if (ne == 0) continue;
-        float *h = a->h + (size_t)r0 * F, *act = a->act + (size_t)r0 * F;
-        ctx->ops->matmul_forward(ctx, h, a->xg + (size_t)r0 * C, p->w1 + (size_t)e * F * C,
-                                 p->b1 + (size_t)e * F, ne, C, F);
-        ctx->ops->gelu_forward(ctx, act, h, (size_t)ne * F);
-        ctx->ops->matmul_forward(ctx, a->y + (size_t)r0 * C, act, p->w2 + (size_t)e * C * F,
-                                 p->b2 + (size_t)e * C, ne, F, C);
-    }
+void moe_expert_forward(Ctx *ctx, const MoEConfig *m, int C, const float *w, int e, int rows,
+                        const float *xg, float *h, float *act, float *y) {
+    if (rows == 0) return;
+    int F = m->F;
+    MoEWeights p = moe_weights(m, C, (float *)w);
+    ctx->ops->matmul_forward(ctx, h, xg, p.w1 + (size_t)e * F * C, p.b1 + (size_t)e * F, rows, C, F);
+    ctx->ops->gelu_forward(ctx, act, h, (size_t)rows * F);
+    ctx->ops->matmul_forward(ctx, y, act, p.w2 + (size_t)e * C * F, p.b2 + (size_t)e * C, rows, F, C);
 }
 
 // The two losses' values (weighted).
@@ -143,14 +137,16 @@ static void losses(const MoEConfig *m, MoEActs *a) {
 float moe_forward(Ctx *ctx, const MoEConfig *m, MoEActs *a, float *out, const float *x,
                   const float *w) {
     int N = a->N, C = a->C, k = m->k;
-    MoEWeights p = moe_weights(m, C, (float *)w);
-    ctx->ops->matmul_forward(ctx, a->logits, x, p.wr, NULL, N, C, m->E);
-    choose(m, a);
+    moe_route(ctx, m, a, x, w);
     place(m, a);
     for (size_t i = 0; i < (size_t)N * k; i++)  // gather: each kept assignment's token
         if (a->row[i] >= 0)
             memcpy(a->xg + (size_t)a->row[i] * C, x + (i / k) * C, sizeof(float) * C);
-    experts_forward(ctx, m, a, &p);
+    for (int e = 0; e < m->E; e++) {
+        size_t r0 = (size_t)a->offset[e];
+        moe_expert_forward(ctx, m, C, w, e, a->offset[e + 1] - a->offset[e], a->xg + r0 * C,
+                           a->h + r0 * m->F, a->act + r0 * m->F, a->y + r0 * C);
+    }
     memset(out, 0, sizeof(float) * N * C);
     for (size_t i = 0; i < (size_t)N * k; i++) {  // combine, per token in choice order
         if (a->row[i] < 0) continue;
@@ -164,23 +160,19 @@ float moe_forward(Ctx *ctx, const MoEConfig *m, MoEActs *a, float *out, const fl
 
 // ---------------------------------------------------------------- backward
 
-// The experts' backward over their rows: dy in, dxg out (both grouped), dw's pieces +=.
-static void experts_backward(Ctx *ctx, const MoEConfig *m, MoEActs *a, const MoEWeights *p,
-                             const MoEWeights *dp, const float *dy, float *dxg) {
-    int C = a->C, F = m->F;
-    float *dact = xcalloc((size_t)a->kept * F + 1, sizeof(float));
-    float *dh = xcalloc((size_t)a->kept * F + 1, sizeof(float));
-    memset(dxg, 0, sizeof(float) * a->kept * C);
-    for (int e = 0; e < m->E; e++) {
-        int r0 = a->offset[e], ne = a->offset[e + 1] - r0;
-        if (ne == 0) continue;
-        size_t hf = (size_t)r0 * F, hc = (size_t)r0 * C;
-        ctx->ops->matmul_backward(ctx, dact + hf, dp->w2 + (size_t)e * C * F, dp->b2 + (size_t)e * C,
-                                  dy + hc, a->act + hf, p->w2 + (size_t)e * C * F, ne, F, C);
-        ctx->ops->gelu_backward(ctx, dh + hf, a->h + hf, dact + hf, (size_t)ne * F);
-        ctx->ops->matmul_backward(ctx, dxg + hc, dp->w1 + (size_t)e * F * C, dp->b1 + (size_t)e * F,
-                                  dh + hf, a->xg + hc, p->w1 + (size_t)e * F * C, ne, C, F);
-    }
+void moe_expert_backward(Ctx *ctx, const MoEConfig *m, int C, const float *w, float *dw, int e,
+                         int rows, const float *dy, const float *xg, const float *h,
+                         const float *act, float *dxg) {
+    if (rows == 0) return;
+    int F = m->F;
+    MoEWeights p = moe_weights(m, C, (float *)w), dp = moe_weights(m, C, dw);
+    float *dact = xcalloc((size_t)rows * F, sizeof(float)), *dh = xcalloc((size_t)rows * F, sizeof(float));
+    memset(dxg, 0, sizeof(float) * rows * C);
+    ctx->ops->matmul_backward(ctx, dact, dp.w2 + (size_t)e * C * F, dp.b2 + (size_t)e * C, dy, act,
+                              p.w2 + (size_t)e * C * F, rows, F, C);
+    ctx->ops->gelu_backward(ctx, dh, h, dact, (size_t)rows * F);
+    ctx->ops->matmul_backward(ctx, dxg, dp.w1 + (size_t)e * F * C, dp.b1 + (size_t)e * F, dh, xg,
+                              p.w1 + (size_t)e * F * C, rows, C, F);
     free(dact);
     free(dh);
 }
@@ -189,8 +181,8 @@ static void experts_backward(Ctx *ctx, const MoEConfig *m, MoEActs *a, const MoE
 // renormalisation over each token's k (g_j = p_j / s, s the sum of the k chosen p:
 // dp_i = (dg_i - sum_j dg_j g_j) / s), the load-balancing loss (d/dp[n,e] = w E f_e / N),
 // then the softmax; the z-loss adds 2 w lse_n / N * p[n, e].
-static void router_backward(const MoEConfig *m, const MoEActs *a, float *dlogits,
-                            const float *dgate, float loss_scale) {
+void moe_router_backward(const MoEConfig *m, const MoEActs *a, float *dlogits, const float *dgate,
+                         const int *routed, int total, float loss_scale) {
     int E = m->E, k = m->k, N = a->N;
     float *dp = xmalloc(sizeof(float) * E);
     for (int n = 0; n < N; n++) {
@@ -200,12 +192,12 @@ static void router_backward(const MoEConfig *m, const MoEActs *a, float *dlogits
         float s = 0.0f, G = 0.0f, mx = -INFINITY, se = 0.0f, pdp = 0.0f;
         for (int j = 0; j < k; j++) s += p[ex[j]], G += dg[j] * g[j];
         for (int e = 0; e < E; e++)
-            dp[e] = loss_scale * m->aux_weight * E * ((float)a->routed[e] / ((float)N * k)) / N;
+            dp[e] = loss_scale * m->aux_weight * E * ((float)routed[e] / ((float)total * k)) / total;
         for (int j = 0; j < k; j++) dp[ex[j]] += (dg[j] - G) / s;
         for (int e = 0; e < E; e++) pdp += p[e] * dp[e];
         for (int e = 0; e < E; e++) mx = l[e] > mx ? l[e] : mx;
         for (int e = 0; e < E; e++) se += expf(l[e] - mx);
-        float zc = loss_scale * m->z_weight * 2.0f * (mx + logf(se)) / N;
+        float zc = loss_scale * m->z_weight * 2.0f * (mx + logf(se)) / total;
         for (int e = 0; e < E; e++) dlogits[(size_t)n * E + e] = p[e] * (dp[e] - pdp) + zc * p[e];
     }
     free(dp);
@@ -225,7 +217,11 @@ void moe_backward(Ctx *ctx, const MoEConfig *m, MoEActs *a, float *dx, float *dw
         for (int c = 0; c < C; c++) acc += d[c] * y[c], dyr[c] = a->gate[i] * d[c];
         dgate[i] = acc;
     }
-    experts_backward(ctx, m, a, &p, &dp, dy, dxg);
+    for (int e = 0; e < m->E; e++) {
+        size_t r0 = (size_t)a->offset[e], hf = r0 * m->F, hc = r0 * C;
+        moe_expert_backward(ctx, m, C, w, dw, e, a->offset[e + 1] - a->offset[e], dy + hc, a->xg + hc,
+                            a->h + hf, a->act + hf, dxg + hc);
+    }
     for (size_t i = 0; i < nk; i++)  // each token's share back, in choice order
         if (a->row[i] >= 0) {
             const float *g = dxg + (size_t)a->row[i] * C;
@@ -233,7 +229,7 @@ void moe_backward(Ctx *ctx, const MoEConfig *m, MoEActs *a, float *dx, float *dw
             for (int c = 0; c < C; c++) d[c] += g[c];
         }
     float *dlogits = xmalloc(sizeof(float) * N * m->E);
-    router_backward(m, a, dlogits, dgate, loss_scale);
+    moe_router_backward(m, a, dlogits, dgate, a->routed, N, loss_scale);
     ctx->ops->matmul_backward(ctx, dx, dp.wr, NULL, dlogits, x, p.wr, N, C, m->E);
     free(dgate); free(dy); free(dxg); free(dlogits);
 }

@@ -66,3 +66,20 @@ float moe_forward(Ctx *ctx, const MoEConfig *m, MoEActs *a, float *out, const fl
 // the caller put on the layer's losses (1; 1/m over m accumulated micro-batches).
 void moe_backward(Ctx *ctx, const MoEConfig *m, MoEActs *a, float *dx, float *dw,
                   const float *dout, const float *x, const float *w, float loss_scale);
+
+// ---- the pieces, for a layer whose experts live on other ranks (expert parallelism) ----
+// The router alone on a's N tokens: logits, probs, each token's k experts and gates (no
+// capacity: row, offset, routed are not touched).
+void moe_route(Ctx *ctx, const MoEConfig *m, MoEActs *a, const float *x, const float *w);
+// Expert e's MLP over `rows` rows xg (C wide) into h, act (F wide) and y; its backward
+// writes dxg and adds into e's pieces of dw (the layer's flat gradient, as w).
+void moe_expert_forward(Ctx *ctx, const MoEConfig *m, int C, const float *w, int e, int rows,
+                        const float *xg, float *h, float *act, float *y);
+void moe_expert_backward(Ctx *ctx, const MoEConfig *m, int C, const float *w, float *dw, int e,
+                         int rows, const float *dy, const float *xg, const float *h,
+                         const float *act, float *dxg);
+// dlogits (a's N, E) from the gates' gradient dgate (N k) and the two losses, whose
+// f_e = routed[e] / (total k) and means are over `total` tokens (every rank's, when the
+// step's tokens are spread over ranks: moe_backward passes a's own).
+void moe_router_backward(const MoEConfig *m, const MoEActs *a, float *dlogits, const float *dgate,
+                         const int *routed, int total, float loss_scale);

@@ -332,3 +332,8 @@ print(f"{'PASS' if ok else 'FAIL'} cp.memory.ring.one_head  {len(ranks)} ranks: 
 PY
 }
 run cp-memory-one-head s4_cp_memory_one_head
+# Expert parallelism (ep.h): the core's mixture-of-experts layer with its 12 experts split
+# over 2, 3, 4 ranks, each routing its own tokens, against one process on all of them:
+# outputs, input and weight gradients, losses, and the rows each expert ran on, with and
+# without capacity drops.
+for n in 2 3 4; do run "ep-np$n" "$BUILD/tests/test_ep" --np "$n"; done

@@ -1,0 +1,121 @@
+// test_ep.c — expert parallelism (04_tensor_parallel/expert_parallel.c) against one
+// process's mixture-of-experts layer (common/moe.c).
+//
+//   test_ep --np P     every rank builds the same step of P x N tokens and the same
+//                      weights; one process's layer runs on all of them (the reference),
+//                      the EP layer on this rank's N, its experts E/P of the E
+//
+// Per rank: its tokens' output and input gradient, its experts' weight gradients, the
+// router's (summed over the ranks), the losses, and the rows each expert received, with
+// capacity 1.0 (some assignments dropped) and without. The experts' rows are the single
+// process's rows in the same order, so every number is computed as it is there but for
+// the sgemm's blocking over a different count of rows and the router gradient's sum over
+// ranks: 1e-6 relative.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ep.h"
+#include "flags.h"
+#include "harness.h"
+#include "rng.h"
+
+static Ctx ctx;
+
+typedef struct { double out, dx, dw_experts, dw_router, losses; int rows_bad, dropped; } Errs;
+
+static double piece_err(const float *a, const float *b, size_t n) { return rel_error(a, b, n); }
+
+static Errs run(Comm *c, const MoEConfig *m, int N, int C) {
+    Group *g = comm_world(c);
+    int p = g->size, r = g->rank, Nt = p * N;
+    size_t nw = moe_num_params(m, C), nc = (size_t)Nt * C;
+    Rng rng;
+    rng_seed(&rng, 31337);
+    float *x = xmalloc(sizeof(float) * nc), *R = xmalloc(sizeof(float) * nc);
+    float *w = xmalloc(sizeof(float) * nw);
+    rng_fill_normal(&rng, x, nc, 0.0f, 1.0f);
+    rng_fill_normal(&rng, w, nw, 0.0f, 0.3f);
+    rng_fill_normal(&rng, R, nc, 0.0f, 1.0f);
+    // The reference: one process, every token.
+    MoEActs *a = moe_acts_new(m, Nt, C);
+    float *out_ref = xmalloc(sizeof(float) * nc), *dx_ref = xcalloc(nc, sizeof(float));
+    float *dw_ref = xcalloc(nw, sizeof(float));
+    float l_ref = moe_forward(&ctx, m, a, out_ref, x, w);
+    moe_backward(&ctx, m, a, dx_ref, dw_ref, R, x, w, 1.0f);
+    // Expert parallelism: this rank's N tokens.
+    ExpertParallel ep = {c, g, ALGO_PAIRWISE};
+    EPActs *s = ep_acts_new(&ep, m, N, C);
+    size_t off = (size_t)r * N * C;
+    float *out = xmalloc(sizeof(float) * N * C), *dx = xcalloc((size_t)N * C, sizeof(float));
+    float *dw = xcalloc(nw, sizeof(float));
+    float l = ep_moe_forward(&ctx, &ep, m, s, out, x + off, w);
+    ep_moe_backward(&ctx, &ep, m, s, dx, dw, R + off, x + off, w, 1.0f);
+    Errs e = {piece_err(out, out_ref + off, (size_t)N * C), piece_err(dx, dx_ref + off, (size_t)N * C),
+              0, piece_err(dw, dw_ref, (size_t)m->E * C), fabs((double)l - l_ref) / fabs(l_ref), 0,
+              a->dropped};
+    MoEWeights mine = moe_weights(m, C, dw), ref = moe_weights(m, C, dw_ref);
+    size_t F = (size_t)m->F;
+    for (int x_ = r * s->El; x_ < (r + 1) * s->El; x_++) {
+        size_t ex = (size_t)x_;
+        double w1 = piece_err(mine.w1 + ex * F * C, ref.w1 + ex * F * C, F * C);
+        double b1 = piece_err(mine.b1 + ex * F, ref.b1 + ex * F, F);
+        double w2 = piece_err(mine.w2 + ex * C * F, ref.w2 + ex * C * F, (size_t)C * F);
+        double b2 = piece_err(mine.b2 + ex * C, ref.b2 + ex * C, (size_t)C);
+        e.dw_experts = max_err(e.dw_experts, max_err(max_err(w1, b1), max_err(w2, b2)));
+        int rows = 0;  // the rows expert x_ ran on, against the single process's
+        for (int q = 0; q < p; q++) rows += s->kept[(size_t)q * m->E + x_];
+        e.rows_bad += rows != a->offset[x_ + 1] - a->offset[x_];
+    }
+    ep_acts_free(s);
+    moe_acts_free(a);
+    free(x); free(R); free(w); free(out_ref); free(dx_ref); free(dw_ref); free(out); free(dx); free(dw);
+    return e;
+}
+
+int main(int argc, char **argv) {
+    int np = 2;
+    Flag flags[] = {F_INT("--np", &np, 1, COMM_MAX_RANKS, "ranks: the experts split over them")};
+    flags_parse(flags, FLAG_COUNT(flags), argc, argv, "test_ep [flags]",
+                "Expert parallelism against one process's mixture-of-experts layer.");
+    ctx_init(&ctx, DEV_CPU, 1, 0);
+    CommConfig cc = {.np = np, .timeout_s = 30};
+    Comm *c = comm_launch(&cc);
+    TestState ts = {0};
+    int p = comm_size(c);
+    if (comm_rank(c) == 0)
+        for (int cap = 0; cap < 2; cap++) printf("PLAN ep.equiv.np%d%s\n", p, cap ? ".capacity" : "");
+    fflush(stdout);
+    for (int cap = 0; cap < 2; cap++) {
+        MoEConfig m = {12, 2, 24, cap ? 1.0f : 0.0f, 0.01f, 0.001f};
+        Errs mine = run(c, &m, 20, 16);
+        if (comm_rank(c) != 0) {
+            comm_send(c, comm_world(c), 0, &mine, sizeof mine);
+            continue;
+        }
+        Errs w = mine, o;
+        for (int q = 1; q < p; q++) {
+            comm_recv(c, comm_world(c), q, &o, sizeof o);
+            w.out = max_err(w.out, o.out), w.dx = max_err(w.dx, o.dx);
+            w.dw_experts = max_err(w.dw_experts, o.dw_experts);
+            w.dw_router = max_err(w.dw_router, o.dw_router), w.losses = max_err(w.losses, o.losses);
+            w.rows_bad += o.rows_bad;
+        }
+        double worst = max_err(max_err(w.out, w.dx), max_err(max_err(w.dw_experts, w.dw_router), w.losses));
+        char name[48];
+        snprintf(name, sizeof name, "ep.equiv.np%d%s", p, cap ? ".capacity" : "");
+        test_report(&ts, worst <= 1e-6 && w.rows_bad == 0 && (!cap || w.dropped > 0), name, "E 12 over %d ranks, k 2, %s: worst "
+                    "rank's out %.1e, dx %.1e, its experts' dW %.1e, router dW (summed) %.1e, losses "
+                    "%.1e against one process on all %d tokens (tol 1e-6); %d experts ran on other "
+                    "rows than there", p, cap ? "capacity 1.0" : "no capacity", w.out, w.dx,
+                    w.dw_experts, w.dw_router, w.losses, 20 * p, w.rows_bad);
+        if (cap) printf("  (%d of the %d assignments dropped, as one process drops them)\n",
+                        w.dropped, 2 * 20 * p);
+    }
+    int rank = comm_rank(c);
+    comm_finalize(c);
+    ctx_destroy(&ctx);
+    return rank == 0 && ts.failed ? 1 : 0;
+}
