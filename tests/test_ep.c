@@ -24,7 +24,7 @@
 
 static Ctx ctx;
 
-typedef struct { double out, dx, dw_experts, dw_router, losses; int rows_bad, dropped; } Errs;
+typedef struct { double out, dx, dw_experts, dw_router, losses; int rows_bad, dropped, bytes_bad; } Errs;
 
 static double piece_err(const float *a, const float *b, size_t n) { return rel_error(a, b, n); }
 
@@ -51,11 +51,17 @@ static Errs run(Comm *c, const MoEConfig *m, int N, int C) {
     size_t off = (size_t)r * N * C;
     float *out = xmalloc(sizeof(float) * N * C), *dx = xcalloc((size_t)N * C, sizeof(float));
     float *dw = xcalloc(nw, sizeof(float));
+    uint64_t b0 = comm_counters(c)[COLL_ALLTOALL].bytes_sent;
     float l = ep_moe_forward(&ctx, &ep, m, s, out, x + off, w);
+    uint64_t b1 = comm_counters(c)[COLL_ALLTOALL].bytes_sent;
     ep_moe_backward(&ctx, &ep, m, s, dx, dw, R + off, x + off, w, 1.0f);
+    uint64_t b2 = comm_counters(c)[COLL_ALLTOALL].bytes_sent;
+    // Each way, the kept rows to other ranks and their outputs (or gradients) back: a
+    // rank's own rows stay (n_send + n_recv - 2 x its own, of C floats).
+    uint64_t want = (uint64_t)(s->n_send + s->n_recv - 2 * s->send_rows[r]) * C * sizeof(float);
     Errs e = {piece_err(out, out_ref + off, (size_t)N * C), piece_err(dx, dx_ref + off, (size_t)N * C),
               0, piece_err(dw, dw_ref, (size_t)m->E * C), fabs((double)l - l_ref) / fabs(l_ref), 0,
-              a->dropped};
+              a->dropped, (b1 - b0 != want) + (b2 - b1 != want)};
     MoEWeights mine = moe_weights(m, C, dw), ref = moe_weights(m, C, dw_ref);
     size_t F = (size_t)m->F;
     for (int x_ = r * s->El; x_ < (r + 1) * s->El; x_++) {
@@ -101,16 +107,18 @@ int main(int argc, char **argv) {
             w.out = max_err(w.out, o.out), w.dx = max_err(w.dx, o.dx);
             w.dw_experts = max_err(w.dw_experts, o.dw_experts);
             w.dw_router = max_err(w.dw_router, o.dw_router), w.losses = max_err(w.losses, o.losses);
-            w.rows_bad += o.rows_bad;
+            w.rows_bad += o.rows_bad, w.bytes_bad += o.bytes_bad;
         }
         double worst = max_err(max_err(w.out, w.dx), max_err(max_err(w.dw_experts, w.dw_router), w.losses));
         char name[48];
         snprintf(name, sizeof name, "ep.equiv.np%d%s", p, cap ? ".capacity" : "");
-        test_report(&ts, worst <= 1e-6 && w.rows_bad == 0 && (!cap || w.dropped > 0), name, "E 12 over %d ranks, k 2, %s: worst "
+        int ok = worst <= 1e-6 && w.rows_bad == 0 && w.bytes_bad == 0 && (!cap || w.dropped > 0);
+        test_report(&ts, ok, name, "E 12 over %d ranks, k 2, %s: worst "
                     "rank's out %.1e, dx %.1e, its experts' dW %.1e, router dW (summed) %.1e, losses "
                     "%.1e against one process on all %d tokens (tol 1e-6); %d experts ran on other "
-                    "rows than there", p, cap ? "capacity 1.0" : "no capacity", w.out, w.dx,
-                    w.dw_experts, w.dw_router, w.losses, 20 * p, w.rows_bad);
+                    "rows than there; the all-to-alls' bytes %s the kept rows to others and back", p, cap ? "capacity 1.0" : "no capacity", w.out, w.dx,
+                    w.dw_experts, w.dw_router, w.losses, 20 * p, w.rows_bad,
+                    w.bytes_bad ? "!=" : "=");
         if (cap) printf("  (%d of the %d assignments dropped, as one process drops them)\n",
                         w.dropped, 2 * 20 * p);
     }
