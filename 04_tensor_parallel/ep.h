@@ -19,6 +19,12 @@
 // experts' backward there (their weights' gradients complete: every token they saw), the
 // inputs' gradients back by the combine's; the router's gradient each rank's share,
 // summed over the group. A rank reads only its experts' pieces of the weights.
+//
+// The loss these gradients are of is the whole step's: dout is d(loss)/d(out) of the
+// step's total loss (not a mean over this rank's tokens alone), and the losses enter it
+// once. The expert and router gradients come out summed over the group's tokens: a
+// data-parallel mean over the same ranks must not reduce them again. Ranks may hold
+// different numbers of tokens: the totals are the all-gathered counts'.
 #pragma once
 #include "collectives.h"
 #include "moe.h"
@@ -26,13 +32,16 @@
 typedef struct {
     Comm *comm;
     Group *group;    // the ep ranks
-    Algo algo;       // the all-to-all's (pairwise, naive, mpi) and the counts' all-gather's
+    Algo algo;       // the all-to-all's (pairwise, naive, mpi); the all-gather and the
+                     // all-reduces take the ring, unless naive or mpi is asked
 } ExpertParallel;
 
 // One step's state on a rank, from the forward for the backward (ep_acts_new: host).
 typedef struct {
-    MoEActs *a;            // this rank's routing (logits, probs, expert, gate), N tokens
+    MoEActs *a;            // this rank's routing (logits, probs, expert, gate), N tokens;
+                           // routed: the whole step's; dropped: this rank's
     int ep, El;            // ranks, experts a rank
+    long tokens;           // the step's tokens over the group (the counts' sum / k)
     int *counts;           // (ep, E) assignments each rank's router gave each expert
     int *kept;             // (ep, E) of them kept (capacity)
     int *pos;              // (N k) an assignment's row in this rank's send buffer; -1 dropped

@@ -8,14 +8,14 @@
 #include "ep.h"
 
 // The collectives other than the all-to-all: the ring, unless naive or mpi was asked.
-static Algo other(Algo a) { return a == ALGO_NAIVE || a == ALGO_MPI ? a : ALGO_RING; }
+static Algo reduction_algo(Algo a) { return a == ALGO_NAIVE || a == ALGO_MPI ? a : ALGO_RING; }
 
 EPActs *ep_acts_new(const ExpertParallel *ep, const MoEConfig *m, int N, int C) {
     int p = ep->group->size;
     CHECK(m->E % p == 0, "expert parallelism over %d ranks: the %d experts do not split evenly "
           "(E must be a multiple of the ranks)", p, m->E);
     EPActs *s = xcalloc(1, sizeof *s);
-    s->a = moe_acts_new(m, N, C);
+    s->a = moe_route_acts_new(m, N, C);
     s->ep = p, s->El = m->E / p;
     s->counts = xmalloc(sizeof(int) * p * m->E);
     s->kept = xmalloc(sizeof(int) * p * m->E);
@@ -41,13 +41,20 @@ void ep_acts_free(EPActs *s) {
 
 // Every rank's counts, and the capacity rule applied to the step's tokens in rank order:
 // kept[q][e] = what is left of e's capacity after ranks 0..q-1, at most counts[q][e].
+// The whole step's routed counts into a->routed, its tokens into s->tokens.
 static void capacity(const ExpertParallel *ep, const MoEConfig *m, EPActs *s) {
     int p = s->ep, E = m->E, r = ep->group->rank, N = s->a->N, k = m->k;
     int *mine = s->counts + (size_t)r * E;
     memset(mine, 0, sizeof(int) * E);
     for (int i = 0; i < N * k; i++) mine[s->a->expert[i]]++;
-    all_gather(ep->comm, ep->group, s->counts, (size_t)p * E, DT_I32, other(ep->algo));
-    long total = (long)p * N * k;
+    all_gather(ep->comm, ep->group, s->counts, (size_t)p * E, DT_I32, reduction_algo(ep->algo));
+    long total = 0;
+    for (int e = 0; e < E; e++) {
+        s->a->routed[e] = 0;
+        for (int q = 0; q < p; q++) s->a->routed[e] += s->counts[(size_t)q * E + e];
+        total += s->a->routed[e];
+    }
+    s->tokens = total / k;
     long cap = m->capacity > 0 ? (long)ceil((double)m->capacity * total / E) : total;
     for (int e = 0; e < E; e++) {
         long before = 0;
@@ -69,9 +76,11 @@ static void layout(const MoEConfig *m, EPActs *s, int r) {
         left[e] = s->kept[(size_t)r * E + e];
         row += left[e];
     }
+    s->a->dropped = 0;
     for (int i = 0; i < N * k; i++) {
         int e = s->a->expert[i];
         s->pos[i] = left[e]-- > 0 ? next[e]++ : -1;
+        s->a->dropped += s->pos[i] < 0;
     }
     s->n_send = s->n_recv = 0;
     for (int d = 0; d < s->ep; d++) {
@@ -83,6 +92,13 @@ static void layout(const MoEConfig *m, EPActs *s, int r) {
     }
     free(next);
     free(left);
+}
+
+// The rows expert e runs on: every rank's kept assignments to it.
+static int expert_rows(const MoEConfig *m, const EPActs *s, int e) {
+    int rows = 0;
+    for (int q = 0; q < s->ep; q++) rows += s->kept[(size_t)q * m->E + e];
+    return rows;
 }
 
 // The received rows (by source, then expert) reordered by expert, then source: xg's
@@ -110,7 +126,7 @@ static void exchange(const ExpertParallel *ep, const float *send, const size_t *
 
 // The whole step's load-balancing and z losses: the routed counts all-gathered already,
 // the probabilities' sums and the z-loss's summed over the group.
-static void losses(const ExpertParallel *ep, const MoEConfig *m, EPActs *s, int *routed) {
+static void losses(const ExpertParallel *ep, const MoEConfig *m, EPActs *s) {
     int E = m->E, N = s->a->N;
     double *sum = xcalloc((size_t)E + 1, sizeof(double));  // P's sums, then the z-loss's
     for (int n = 0; n < N; n++) {
@@ -121,13 +137,9 @@ static void losses(const ExpertParallel *ep, const MoEConfig *m, EPActs *s, int 
         for (int e = 0; e < E; e++) se += exp((double)(l[e] - mx));
         sum[E] += (mx + log(se)) * (mx + log(se));
     }
-    allreduce(ep->comm, ep->group, sum, (size_t)E + 1, DT_F64, other(ep->algo));
-    double total = (double)s->ep * N, aux = 0;
-    for (int e = 0; e < E; e++) {
-        routed[e] = 0;
-        for (int q = 0; q < s->ep; q++) routed[e] += s->counts[(size_t)q * E + e];
-        aux += routed[e] / (total * m->k) * (sum[e] / total);
-    }
+    allreduce(ep->comm, ep->group, sum, (size_t)E + 1, DT_F64, reduction_algo(ep->algo));
+    double total = (double)s->tokens, aux = 0;
+    for (int e = 0; e < E; e++) aux += s->a->routed[e] / (total * m->k) * (sum[e] / total);
     s->aux = (float)(m->aux_weight * E * aux);
     s->z = (float)(m->z_weight * sum[E] / total);
     free(sum);
@@ -155,8 +167,7 @@ float ep_moe_forward(Ctx *ctx, const ExpertParallel *ep, const MoEConfig *m, EPA
     for (size_t t = 0; t < s->n_recv; t++)
         memcpy(s->xg + t * C, s->recv + (size_t)s->order[t] * C, sizeof(float) * C);
     for (int e = r * s->El, t0 = 0; e < (r + 1) * s->El; e++) {
-        int rows = 0;
-        for (int q = 0; q < s->ep; q++) rows += s->kept[(size_t)q * m->E + e];
+        int rows = expert_rows(m, s, e);
         moe_expert_forward(ctx, m, C, w, e, rows, s->xg + (size_t)t0 * C, s->h + (size_t)t0 * F,
                            s->act + (size_t)t0 * F, s->y + (size_t)t0 * C);
         t0 += rows;
@@ -171,9 +182,7 @@ float ep_moe_forward(Ctx *ctx, const ExpertParallel *ep, const MoEConfig *m, EPA
         float *o = out + (size_t)(i / k) * C, g = a->gate[i];
         for (int c = 0; c < C; c++) o[c] += g * y[c];
     }
-    int *routed = xmalloc(sizeof(int) * m->E);
-    losses(ep, m, s, routed);
-    free(routed);
+    losses(ep, m, s);
     return s->aux + s->z;
 }
 
@@ -197,8 +206,7 @@ void ep_moe_backward(Ctx *ctx, const ExpertParallel *ep, const MoEConfig *m, EPA
     for (size_t t = 0; t < s->n_recv; t++)
         memcpy(dyg + t * C, s->recv + (size_t)s->order[t] * C, sizeof(float) * C);
     for (int e = r * s->El, t0 = 0; e < (r + 1) * s->El; e++) {
-        int rows = 0;
-        for (int q = 0; q < s->ep; q++) rows += s->kept[(size_t)q * E + e];
+        int rows = expert_rows(m, s, e);
         size_t hc = (size_t)t0 * C, hf = (size_t)t0 * F;
         moe_expert_backward(ctx, m, C, w, dw, e, rows, dyg + hc, s->xg + hc, s->h + hf,
                             s->act + hf, dxg + hc);
@@ -214,15 +222,10 @@ void ep_moe_backward(Ctx *ctx, const ExpertParallel *ep, const MoEConfig *m, EPA
             for (int c = 0; c < C; c++) d[c] += g[c];
         }
     // The router: this rank's tokens' share of its gradient, summed over the group.
-    int *routed = xmalloc(sizeof(int) * E);
-    for (int e = 0; e < E; e++) {
-        routed[e] = 0;
-        for (int q = 0; q < s->ep; q++) routed[e] += s->counts[(size_t)q * E + e];
-    }
     float *dlogits = xmalloc(sizeof(float) * N * E), *dwr = xcalloc((size_t)E * C, sizeof(float));
-    moe_router_backward(m, a, dlogits, dgate, routed, s->ep * N, loss_scale);
+    moe_router_backward(m, a, dlogits, dgate, a->routed, (int)s->tokens, loss_scale);
     ctx->ops->matmul_backward(ctx, dx, dwr, NULL, dlogits, x, w, N, C, E);
-    allreduce(ep->comm, ep->group, dwr, (size_t)E * C, DT_F32, other(ep->algo));
+    allreduce(ep->comm, ep->group, dwr, (size_t)E * C, DT_F32, reduction_algo(ep->algo));
     for (size_t i = 0; i < (size_t)E * C; i++) dw[i] += dwr[i];
-    free(dgate); free(dyg); free(dxg); free(routed); free(dlogits); free(dwr);
+    free(dgate); free(dyg); free(dxg); free(dlogits); free(dwr);
 }

@@ -23,7 +23,7 @@ MoEWeights moe_weights(const MoEConfig *m, int C, float *w) {
     return p;
 }
 
-MoEActs *moe_acts_new(const MoEConfig *m, int N, int C) {
+MoEActs *moe_route_acts_new(const MoEConfig *m, int N, int C) {
     CHECK(m->E >= 1 && m->k >= 1 && m->k <= m->E && m->F >= 1, "a mixture of experts needs "
           "E >= 1 experts, 1 <= k <= E of them a token and a width F >= 1 (E %d, k %d, F %d)",
           m->E, m->k, m->F);
@@ -37,6 +37,12 @@ MoEActs *moe_acts_new(const MoEConfig *m, int N, int C) {
     a->row = xmalloc(sizeof(int) * nk);
     a->offset = xmalloc(sizeof(int) * (m->E + 1));
     a->routed = xmalloc(sizeof(int) * m->E);
+    return a;
+}
+
+MoEActs *moe_acts_new(const MoEConfig *m, int N, int C) {
+    MoEActs *a = moe_route_acts_new(m, N, C);
+    size_t nk = (size_t)N * m->k;
     a->xg = xmalloc(sizeof(float) * nk * C);
     a->h = xmalloc(sizeof(float) * nk * m->F);
     a->act = xmalloc(sizeof(float) * nk * m->F);

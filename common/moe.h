@@ -4,7 +4,9 @@
 //
 //   router   logits = x Wr^T (N, E), probs = softmax(logits); each token's k most
 //            probable experts (ties to the lower index), their gates the probabilities
-//            renormalised over those k (they sum to 1)
+//            renormalised over those k (they sum to 1; so with k = 1 the gate is 1 and
+//            the router learns from the two losses alone, where Switch gates by the
+//            probability itself)
 //   capacity an expert takes at most ceil(capacity N k / E) of the step's assignments,
 //            in token order (capacity 0: no limit); the rest are dropped, counted, and
 //            add nothing: a token all of whose experts dropped it leaves the layer as 0,
@@ -55,6 +57,8 @@ typedef struct {
     float aux, z;            // the two losses' values, weighted
 } MoEActs;
 MoEActs *moe_acts_new(const MoEConfig *m, int N, int C);
+// The routing's fields alone (xg, h, act, y NULL): a layer whose experts run elsewhere.
+MoEActs *moe_route_acts_new(const MoEConfig *m, int N, int C);
 void moe_acts_free(MoEActs *a);
 
 // out (N, C) = the layer on x (N, C); fills a. Returns aux + z, the caller adds it to

@@ -45,10 +45,11 @@ static Case make_case(int N, int C, int E, int k, int F, float capacity) {
 
 static void free_case(Case *t) { free(t->x); free(t->w); free(t->R); }
 
-// L = sum(out * R) + aux + z, in double; the routing left in a.
+// L = sum(out * R) + scale (aux + z), in double; the routing left in a.
+static double loss_scale = 1.0;
 static double loss(const Case *t, MoEActs *a, const float *x, const float *w) {
     float *out = xmalloc(sizeof(float) * t->N * t->C);
-    double L = moe_forward(&ctx, &t->m, a, out, x, w);
+    double L = loss_scale * moe_forward(&ctx, &t->m, a, out, x, w);
     for (size_t i = 0; i < (size_t)t->N * t->C; i++) L += (double)out[i] * t->R[i];
     free(out);
     return L;
@@ -85,7 +86,7 @@ static void test_routing(TestState *ts) {
     int ok = bad == 0 && wrong_capacity == 0 && a->kept + a->dropped == t.N * k && a->dropped > 0;
     test_report(ts, ok, "moe.route.topk_and_capacity", "N %d, E %d, k %d: every token's k most "
                 "probable experts (%d wrong; a tie of all %d goes to experts 0 and 1), gates summing "
-                "to 1; capacity %ld a expert at factor 0.5: %d kept, %d dropped, %d kept out of token "
+                "to 1; capacity %ld an expert at factor 0.5: %d kept, %d dropped, %d kept out of token "
                 "order or over capacity", t.N, E, k, bad, E, cap, a->kept, a->dropped, wrong_capacity);
     moe_acts_free(a);
     free_case(&t);
@@ -113,6 +114,39 @@ static void reference(const Case *t, const MoEActs *a, int n, double *o) {
     }
 }
 
+// The router in float64, from x and Wr alone: the k experts (in falling probability)
+// and their gates, against the layer's. Returns the number of tokens that differ.
+static int routing_differs(const Case *t, const MoEActs *a) {
+    int E = t->m.E, k = t->m.k, C = t->C, bad = 0;
+    const float *wr = t->w;  // moe.h: Wr (E, C) first
+    for (int n = 0; n < t->N; n++) {
+        double p[64], mx = -INFINITY, sum = 0, chosen = 0;
+        for (int e = 0; e < E; e++) {
+            p[e] = 0;
+            for (int c = 0; c < C; c++) p[e] += (double)wr[(size_t)e * C + c] * t->x[(size_t)n * C + c];
+            mx = p[e] > mx ? p[e] : mx;
+        }
+        for (int e = 0; e < E; e++) sum += p[e] = exp(p[e] - mx);
+        int ex[8];
+        for (int j = 0; j < k; j++) {
+            ex[j] = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= ex[i] == e;
+                if (!taken && (ex[j] < 0 || p[e] > p[ex[j]])) ex[j] = e;
+            }
+            chosen += p[ex[j]];
+        }
+        int differs = 0;
+        for (int j = 0; j < k; j++)
+            differs |= a->expert[n * k + j] != ex[j] ||
+                       fabs(a->gate[n * k + j] - p[ex[j]] / chosen) > 1e-6;
+        for (int e = 0; e < E; e++) differs |= fabs(a->probs[(size_t)n * E + e] - p[e] / sum) > 1e-6;
+        bad += differs;
+    }
+    return bad;
+}
+
 static void test_forward(TestState *ts) {
     Case t = make_case(48, 12, 6, 2, 20, 0.75f);
     MoEActs *a = moe_acts_new(&t.m, t.N, t.C);
@@ -131,10 +165,14 @@ static void test_forward(TestState *ts) {
         zero_rows += all_dropped;
     }
     double e = rel_error(out, want, (size_t)t.N * t.C);
-    test_report(ts, e <= 1e-5 && zero_ok && zero_rows > 0, "moe.forward.reference",
-                "N %d, C %d, E %d, k %d, F %d, capacity 0.75: rel err %.2e against float64 "
-                "(tol 1e-5); %d tokens dropped by all their experts come out as %s", t.N, t.C,
-                t.m.E, t.m.k, t.m.F, e, zero_rows, zero_ok ? "exactly 0" : "NONZERO");
+    int routed_wrong = routing_differs(&t, a);
+    int ok = e <= 1e-5 && zero_ok && zero_rows > 0 && routed_wrong == 0;
+    test_report(ts, ok, "moe.forward.reference",
+                "N %d, C %d, E %d, k %d, F %d, capacity 0.75: the router's probabilities, choices "
+                "and gates against float64 from x and Wr (%d tokens differ; tol 1e-6), the output "
+                "rel err %.2e against float64 (tol 1e-5); %d tokens dropped by all their experts "
+                "come out as %s", t.N, t.C, t.m.E, t.m.k, t.m.F, routed_wrong, e, zero_rows,
+                zero_ok ? "exactly 0" : "NONZERO");
     moe_acts_free(a);
     free(out); free(want);
     free_case(&t);
@@ -175,8 +213,9 @@ static void test_backward(TestState *ts, int with_out) {
     MoEActs *a = moe_acts_new(&t.m, t.N, t.C);
     float *out = xmalloc(sizeof(float) * t.N * t.C);
     float *dx = xcalloc((size_t)t.N * t.C, sizeof(float)), *dw = xcalloc(nw, sizeof(float));
+    loss_scale = with_out ? 1.0 : 0.5;  // the losses' gradient scaled as a caller scales them
     moe_forward(&ctx, &t.m, a, out, t.x, t.w);
-    moe_backward(&ctx, &t.m, a, dx, dw, t.R, t.x, t.w, 1.0f);
+    moe_backward(&ctx, &t.m, a, dx, dw, t.R, t.x, t.w, (float)loss_scale);
     int skipped = 0;
     double ex = with_out ? fd_error(&t, t.x, (size_t)t.N * t.C, dx, 60, &skipped) : 0;
     double ewr = fd_error(&t, t.w, (size_t)t.m.E * t.C, dw, 60, &skipped);  // the router
@@ -187,7 +226,7 @@ static void test_backward(TestState *ts, int with_out) {
                 : "moe.aux_loss.finite_differences", "%s: rel err of the gradient against central "
                 "differences (eps 1e-2, tol 1e-2) x %.1e, router %.1e, experts %.1e; %d nudges "
                 "that changed the routing skipped", with_out ? "L = sum(out R) + aux + z"
-                : "L = aux + z (weights 1 and 0.1)", ex, ewr, eexp, skipped);
+                : "L = 0.5 (aux + z), weights 1 and 0.1, loss_scale 0.5", ex, ewr, eexp, skipped);
     moe_acts_free(a);
     free(out); free(dx); free(dw);
     free_case(&t);
