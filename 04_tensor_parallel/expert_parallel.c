@@ -130,12 +130,8 @@ static void losses(const ExpertParallel *ep, const MoEConfig *m, EPActs *s) {
     int E = m->E, N = s->a->N;
     double *sum = xcalloc((size_t)E + 1, sizeof(double));  // P's sums, then the z-loss's
     for (int n = 0; n < N; n++) {
-        const float *p = s->a->probs + (size_t)n * E, *l = s->a->logits + (size_t)n * E;
-        float mx = -INFINITY;
-        double se = 0;
-        for (int e = 0; e < E; e++) sum[e] += p[e], mx = l[e] > mx ? l[e] : mx;
-        for (int e = 0; e < E; e++) se += exp((double)(l[e] - mx));
-        sum[E] += (mx + log(se)) * (mx + log(se));
+        for (int e = 0; e < E; e++) sum[e] += s->a->probs[(size_t)n * E + e];
+        sum[E] += (double)s->a->lse[n] * s->a->lse[n];
     }
     allreduce(ep->comm, ep->group, sum, (size_t)E + 1, DT_F64, reduction_algo(ep->algo));
     double total = (double)s->tokens, aux = 0;
@@ -175,13 +171,7 @@ float ep_moe_forward(Ctx *ctx, const ExpertParallel *ep, const MoEConfig *m, EPA
     for (size_t t = 0; t < s->n_recv; t++)  // combine: the outputs back where the rows came from
         memcpy(s->recv + (size_t)s->order[t] * C, s->y + t * C, sizeof(float) * C);
     exchange(ep, s->recv, s->recv_rows, s->send, s->send_rows, C);
-    memset(out, 0, sizeof(float) * N * C);
-    for (int i = 0; i < N * k; i++) {  // per token in choice order, as moe_forward
-        if (s->pos[i] < 0) continue;
-        const float *y = s->send + (size_t)s->pos[i] * C;
-        float *o = out + (size_t)(i / k) * C, g = a->gate[i];
-        for (int c = 0; c < C; c++) o[c] += g * y[c];
-    }
+    moe_combine(m, a, s->pos, s->send, out);  // as moe_forward's, the rows where they came back
     losses(ep, m, s);
     return s->aux + s->z;
 }
@@ -192,14 +182,7 @@ void ep_moe_backward(Ctx *ctx, const ExpertParallel *ep, const MoEConfig *m, EPA
     MoEActs *a = s->a;
     int N = a->N, C = a->C, F = m->F, k = m->k, E = m->E, r = ep->group->rank;
     float *dgate = xcalloc((size_t)N * k, sizeof(float));
-    for (int i = 0; i < N * k; i++) {  // send holds each kept assignment's output: dg, then dy
-        if (s->pos[i] < 0) continue;
-        float *row = s->send + (size_t)s->pos[i] * C, acc = 0.0f;
-        const float *d = dout + (size_t)(i / k) * C;
-        for (int c = 0; c < C; c++) acc += d[c] * row[c];
-        for (int c = 0; c < C; c++) row[c] = a->gate[i] * d[c];
-        dgate[i] = acc;
-    }
+    moe_combine_backward(m, a, s->pos, dout, s->send, s->send, dgate);  // send: outputs, then dy
     exchange(ep, s->send, s->send_rows, s->recv, s->recv_rows, C);
     float *dyg = xmalloc(sizeof(float) * (s->n_recv + 1) * C);
     float *dxg = xmalloc(sizeof(float) * (s->n_recv + 1) * C);
@@ -215,12 +198,7 @@ void ep_moe_backward(Ctx *ctx, const ExpertParallel *ep, const MoEConfig *m, EPA
     for (size_t t = 0; t < s->n_recv; t++)
         memcpy(s->recv + (size_t)s->order[t] * C, dxg + t * C, sizeof(float) * C);
     exchange(ep, s->recv, s->recv_rows, s->send, s->send_rows, C);
-    for (int i = 0; i < N * k; i++)  // each token's share back, in choice order
-        if (s->pos[i] >= 0) {
-            const float *g = s->send + (size_t)s->pos[i] * C;
-            float *d = dx + (size_t)(i / k) * C;
-            for (int c = 0; c < C; c++) d[c] += g[c];
-        }
+    moe_scatter_add(m, a, s->pos, s->send, dx);
     // The router: this rank's tokens' share of its gradient, summed over the group.
     float *dlogits = xmalloc(sizeof(float) * N * E), *dwr = xcalloc((size_t)E * C, sizeof(float));
     moe_router_backward(m, a, dlogits, dgate, a->routed, (int)s->tokens, loss_scale);

@@ -32,6 +32,7 @@ MoEActs *moe_route_acts_new(const MoEConfig *m, int N, int C) {
     a->N = N, a->C = C;
     a->logits = xmalloc(sizeof(float) * N * m->E);
     a->probs = xmalloc(sizeof(float) * N * m->E);
+    a->lse = xmalloc(sizeof(float) * N);
     a->expert = xmalloc(sizeof(int) * nk);
     a->gate = xmalloc(sizeof(float) * nk);
     a->row = xmalloc(sizeof(int) * nk);
@@ -52,7 +53,7 @@ MoEActs *moe_acts_new(const MoEConfig *m, int N, int C) {
 
 void moe_acts_free(MoEActs *a) {
     if (!a) return;
-    free(a->logits); free(a->probs); free(a->expert); free(a->gate); free(a->row);
+    free(a->logits); free(a->probs); free(a->lse); free(a->expert); free(a->gate); free(a->row);
     free(a->offset); free(a->routed); free(a->xg); free(a->h); free(a->act); free(a->y);
     free(a);
 }
@@ -68,6 +69,7 @@ void moe_route(Ctx *ctx, const MoEConfig *m, MoEActs *a, const float *x, const f
         for (int e = 0; e < E; e++) mx = l[e] > mx ? l[e] : mx;
         for (int e = 0; e < E; e++) sum += p[e] = expf(l[e] - mx);
         for (int e = 0; e < E; e++) p[e] /= sum;
+        a->lse[n] = mx + logf(sum);
         int *ex = a->expert + (size_t)n * k;
         float chosen = 0.0f;
         for (int j = 0; j < k; j++) {  // the j-th largest not yet chosen
@@ -127,15 +129,7 @@ static void losses(const MoEConfig *m, MoEActs *a) {
         for (int n = 0; n < N; n++) P += a->probs[(size_t)n * E + e];
         aux += (double)a->routed[e] / ((double)N * m->k) * (P / N);
     }
-    for (int n = 0; n < N && m->z_weight != 0.0f; n++) {
-        const float *l = a->logits + (size_t)n * E;
-        float mx = -INFINITY;
-        double s = 0;
-        for (int e = 0; e < E; e++) mx = l[e] > mx ? l[e] : mx;
-        for (int e = 0; e < E; e++) s += exp((double)(l[e] - mx));
-        double lse = mx + log(s);
-        z += lse * lse / N;
-    }
+    for (int n = 0; n < N; n++) z += (double)a->lse[n] * a->lse[n] / N;
     a->aux = (float)(m->aux_weight * E * aux);
     a->z = (float)(m->z_weight * z);
 }
@@ -153,15 +147,47 @@ float moe_forward(Ctx *ctx, const MoEConfig *m, MoEActs *a, float *out, const fl
         moe_expert_forward(ctx, m, C, w, e, a->offset[e + 1] - a->offset[e], a->xg + r0 * C,
                            a->h + r0 * m->F, a->act + r0 * m->F, a->y + r0 * C);
     }
-    memset(out, 0, sizeof(float) * N * C);
-    for (size_t i = 0; i < (size_t)N * k; i++) {  // combine, per token in choice order
-        if (a->row[i] < 0) continue;
-        const float *y = a->y + (size_t)a->row[i] * C;
-        float *o = out + (i / k) * C, g = a->gate[i];
-        for (int c = 0; c < C; c++) o[c] += g * y[c];
-    }
+    moe_combine(m, a, a->row, a->y, out);
     losses(m, a);
     return a->aux + a->z;
+}
+
+// ---------------------------------------------------------------- the combine
+
+void moe_combine(const MoEConfig *m, const MoEActs *a, const int *row, const float *y, float *out) {
+    int C = a->C, k = m->k;
+    memset(out, 0, sizeof(float) * a->N * C);
+    for (size_t i = 0; i < (size_t)a->N * k; i++) {  // per token, in choice order
+        if (row[i] < 0) continue;
+        const float *yr = y + (size_t)row[i] * C;
+        float *o = out + (i / k) * C, g = a->gate[i];
+        for (int c = 0; c < C; c++) o[c] += g * yr[c];
+    }
+}
+
+void moe_combine_backward(const MoEConfig *m, const MoEActs *a, const int *row, const float *dout,
+                          const float *y, float *dy, float *dgate) {
+    int C = a->C, k = m->k;
+    for (size_t i = 0; i < (size_t)a->N * k; i++) {  // out = sum g y: dg = dout . y, dy = g dout
+        dgate[i] = 0.0f;
+        if (row[i] < 0) continue;  // dropped: no output, no gradient
+        const float *d = dout + (i / k) * C, *yr = y + (size_t)row[i] * C;
+        float *dyr = dy + (size_t)row[i] * C, acc = 0.0f;
+        for (int c = 0; c < C; c++) acc += d[c] * yr[c];
+        for (int c = 0; c < C; c++) dyr[c] = a->gate[i] * d[c];
+        dgate[i] = acc;
+    }
+}
+
+void moe_scatter_add(const MoEConfig *m, const MoEActs *a, const int *row, const float *dxg,
+                     float *dx) {
+    int C = a->C, k = m->k;
+    for (size_t i = 0; i < (size_t)a->N * k; i++)  // each token's share back, in choice order
+        if (row[i] >= 0) {
+            const float *g = dxg + (size_t)row[i] * C;
+            float *d = dx + (i / k) * C;
+            for (int c = 0; c < C; c++) d[c] += g[c];
+        }
 }
 
 // ---------------------------------------------------------------- backward
@@ -192,18 +218,16 @@ void moe_router_backward(const MoEConfig *m, const MoEActs *a, float *dlogits, c
     int E = m->E, k = m->k, N = a->N;
     float *dp = xmalloc(sizeof(float) * E);
     for (int n = 0; n < N; n++) {
-        const float *p = a->probs + (size_t)n * E, *l = a->logits + (size_t)n * E;
+        const float *p = a->probs + (size_t)n * E;
         const int *ex = a->expert + (size_t)n * k;
         const float *g = a->gate + (size_t)n * k, *dg = dgate + (size_t)n * k;
-        float s = 0.0f, G = 0.0f, mx = -INFINITY, se = 0.0f, pdp = 0.0f;
+        float s = 0.0f, G = 0.0f, pdp = 0.0f;
         for (int j = 0; j < k; j++) s += p[ex[j]], G += dg[j] * g[j];
         for (int e = 0; e < E; e++)
             dp[e] = loss_scale * m->aux_weight * E * ((float)routed[e] / ((float)total * k)) / total;
         for (int j = 0; j < k; j++) dp[ex[j]] += (dg[j] - G) / s;
         for (int e = 0; e < E; e++) pdp += p[e] * dp[e];
-        for (int e = 0; e < E; e++) mx = l[e] > mx ? l[e] : mx;
-        for (int e = 0; e < E; e++) se += expf(l[e] - mx);
-        float zc = loss_scale * m->z_weight * 2.0f * (mx + logf(se)) / total;
+        float zc = loss_scale * m->z_weight * 2.0f * a->lse[n] / total;
         for (int e = 0; e < E; e++) dlogits[(size_t)n * E + e] = p[e] * (dp[e] - pdp) + zc * p[e];
     }
     free(dp);
@@ -216,24 +240,13 @@ void moe_backward(Ctx *ctx, const MoEConfig *m, MoEActs *a, float *dx, float *dw
     MoEWeights p = moe_weights(m, C, (float *)w), dp = moe_weights(m, C, dw);
     float *dgate = xcalloc(nk, sizeof(float)), *dy = xmalloc(sizeof(float) * (a->kept + 1) * C);
     float *dxg = xmalloc(sizeof(float) * (a->kept + 1) * C);
-    for (size_t i = 0; i < nk; i++) {  // out = sum g y: dg = dout . y, dy = g dout
-        if (a->row[i] < 0) continue;   // dropped: no output, no gradient
-        const float *d = dout + (i / k) * C, *y = a->y + (size_t)a->row[i] * C;
-        float *dyr = dy + (size_t)a->row[i] * C, acc = 0.0f;
-        for (int c = 0; c < C; c++) acc += d[c] * y[c], dyr[c] = a->gate[i] * d[c];
-        dgate[i] = acc;
-    }
+    moe_combine_backward(m, a, a->row, dout, a->y, dy, dgate);
     for (int e = 0; e < m->E; e++) {
         size_t r0 = (size_t)a->offset[e], hf = r0 * m->F, hc = r0 * C;
         moe_expert_backward(ctx, m, C, w, dw, e, a->offset[e + 1] - a->offset[e], dy + hc, a->xg + hc,
                             a->h + hf, a->act + hf, dxg + hc);
     }
-    for (size_t i = 0; i < nk; i++)  // each token's share back, in choice order
-        if (a->row[i] >= 0) {
-            const float *g = dxg + (size_t)a->row[i] * C;
-            float *d = dx + (i / k) * C;
-            for (int c = 0; c < C; c++) d[c] += g[c];
-        }
+    moe_scatter_add(m, a, a->row, dxg, dx);
     float *dlogits = xmalloc(sizeof(float) * N * m->E);
     moe_router_backward(m, a, dlogits, dgate, a->routed, N, loss_scale);
     ctx->ops->matmul_backward(ctx, dx, dp.wr, NULL, dlogits, x, p.wr, N, C, m->E);

@@ -47,6 +47,7 @@ MoEWeights moe_weights(const MoEConfig *m, int C, float *w);
 typedef struct {
     int N, C;
     float *logits, *probs;   // (N, E)
+    float *lse;              // (N) each token's log-sum-exp of its logits (the z-loss's)
     int *expert;             // (N k) the chosen experts, in falling probability
     float *gate;             // (N k) their renormalised gates
     int *row;                // (N k) the assignment's row in the grouped layout; -1: dropped
@@ -82,6 +83,15 @@ void moe_expert_forward(Ctx *ctx, const MoEConfig *m, int C, const float *w, int
 void moe_expert_backward(Ctx *ctx, const MoEConfig *m, int C, const float *w, float *dw, int e,
                          int rows, const float *dy, const float *xg, const float *h,
                          const float *act, float *dxg);
+// The combine over a's assignments, assignment i at row row[i] of y (-1: dropped): out
+// (N, C) = each token's sum of gate x y in choice order; its backward dgate[i] = dout[n] .
+// y[row[i]] and dy[row[i]] = gate[i] dout[n] (dy may be y: each row is read before it is
+// written; dropped: dgate 0); and dx[n] += dxg[row[i]], each token's share back.
+void moe_combine(const MoEConfig *m, const MoEActs *a, const int *row, const float *y, float *out);
+void moe_combine_backward(const MoEConfig *m, const MoEActs *a, const int *row, const float *dout,
+                          const float *y, float *dy, float *dgate);
+void moe_scatter_add(const MoEConfig *m, const MoEActs *a, const int *row, const float *dxg,
+                     float *dx);
 // dlogits (a's N, E) from the gates' gradient dgate (N k) and the two losses, whose
 // f_e = routed[e] / (total k) and means are over `total` tokens (every rank's, when the
 // step's tokens are spread over ranks: moe_backward passes a's own).
