@@ -28,6 +28,8 @@ int algo_parse(const char *s, Algo *out) {
     return -1;
 }
 
+Algo reduction_algo(Algo a) { return a == ALGO_NAIVE || a == ALGO_MPI ? a : ALGO_RING; }
+
 void shard_range(size_t count, int n, int i, size_t *lo, size_t *hi) {
     // count*i/n without overflow for any count below 2^63 / 64.
     *lo = count / n * i + count % n * i / n;

@@ -39,6 +39,9 @@ const char *algo_name(Algo a);  // "naive", "ring", "rd", "mpi", "nccl", "hier",
 int algo_parse(const char *s, Algo *out);    // 0 on success
 
 void shard_range(size_t count, int n, int i, size_t *lo, size_t *hi);
+// The all-reduce (and all-gather) algorithm that goes with an all-to-all's: the ring for
+// pairwise (which has no all-reduce of its name), naive and mpi themselves.
+Algo reduction_algo(Algo all_to_all);
 
 // The hierarchical all-reduce across two nodes is pipelined over chunks of about
 // HIER_CHUNK_BYTES (at most HIER_MAX_CHUNKS; chunk i = shard_range(count, chunks, i)):

@@ -164,13 +164,9 @@ static void report(const char *trace, Sharded *s, Timeline *tl, Ctx *ctx, Comm *
     if (!trace) return;
     double comm_s, hidden_s;
     timeline_overlap(tl, &comm_s, &hidden_s);
-    char json[1024], dat[1024];
-    snprintf(json, sizeof json, "%s.json", trace);
-    snprintf(dat, sizeof dat, "%s.dat", trace);
-    int rc = timeline_write(tl, c, comm_world(c), json, dat);
+    timeline_write_prefix(tl, c, comm_world(c), trace);
     printf("OVERLAP rank=%d comm_ms=%.3f hidden_ms=%.3f overlap=%.1f%%\n", ctx->rank,
            comm_s * 1e3, hidden_s * 1e3, comm_s > 0 ? 100.0 * hidden_s / comm_s : 0.0);
-    if (ctx->rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
     fflush(stdout);
 }
 

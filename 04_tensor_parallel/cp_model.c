@@ -162,15 +162,12 @@ static void cp_destroy(GPT *g, void *arg) {
 void cp_train_init(CPTrain *s, Comm *c, Group *cp, Group *tp, Group *replicas, Algo algo,
                    int zigzag, int ulysses, Ctx *ctx) {
     memset(s, 0, sizeof *s);
-    // TP's collectives: the ring (or the all-to-all's naive and mpi, theirs).
-    s->tp = (TensorParallel){.comm = c, .group = tp, .algo = algo == ALGO_PAIRWISE ? ALGO_RING : algo,
-                             .outer = s};
+    // TP's collectives and the gradients' mean go with the all-to-all's algorithm.
+    s->tp = (TensorParallel){.comm = c, .group = tp, .algo = reduction_algo(algo), .outer = s};
     s->cp = (ContextParallel){.comm = c, .group = cp, .zigzag = zigzag, .algo = algo, .ctx = ctx,
                               .overlap = 1};
     s->ulysses = ulysses;
-    // The gradients' mean: the ring all-reduce for the pairwise all-to-all (which has no
-    // all-reduce of its name), else the all-to-all's own algorithm (naive, mpi).
-    ddp_init(&s->ddp, c, replicas, algo == ALGO_PAIRWISE ? ALGO_RING : algo);
+    ddp_init(&s->ddp, c, replicas, reduction_algo(algo));
     s->strategy = (TrainStrategy){.build = cp_build, .run_micro_batches = cp_run, .step = cp_step,
                                   .gather_params = cp_gather_params, .destroy = cp_destroy,
                                   .arg = s};

@@ -25,14 +25,10 @@ static void write_trace(const char *trace, const Timeline *tl, Comm *c) {
     timeline_overlap(tl, &comm_s, &hidden_s);
     for (size_t i = 0; i < tl->lane[TL_WAIT].n; i++)
         wait_s += tl->lane[TL_WAIT].spans[i].t1 - tl->lane[TL_WAIT].spans[i].t0;
-    char json[1024], dat[1024];
-    snprintf(json, sizeof json, "%s.json", trace);
-    snprintf(dat, sizeof dat, "%s.dat", trace);
-    int rc = timeline_write(tl, c, comm_world(c), json, dat);
+    timeline_write_prefix(tl, c, comm_world(c), trace);
     printf("OVERLAP rank=%d comm_ms=%.3f hidden_ms=%.3f overlap=%.1f%% wait_ms=%.3f\n",
            comm_rank(c), comm_s * 1e3, hidden_s * 1e3, comm_s > 0 ? 100.0 * hidden_s / comm_s : 0.0,
            wait_s * 1e3);
-    if (comm_rank(c) == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
 }
 
 int main(int argc, char **argv) {
@@ -84,10 +80,10 @@ int main(int argc, char **argv) {
     if (cfg->seq_len % (zigzag ? 2 * cp : cp))
         flags_fail("--seq %d does not split into %d %s chunks: make it a multiple of %d",
                    cfg->seq_len, zigzag ? 2 * cp : cp, layout, zigzag ? 2 * cp : cp);
-    if (ulysses && tp == 1 && cfg->n_head % cp)
+    if (ulysses && (cfg->n_head / tp) % cp && tp == 1)
         flags_fail("--cp-attention ulysses: --heads %d is not divisible by --cp %d (each rank "
                    "takes whole heads; the ring splits any)", cfg->n_head, cp);
-    if (ulysses && (cfg->n_head / tp) % cp)
+    else if (ulysses && (cfg->n_head / tp) % cp)
         flags_fail("--cp-attention ulysses: a tensor-parallel rank's %d heads (--heads %d / --tp "
                    "%d) are not divisible by --cp %d (each rank takes whole heads; the ring "
                    "splits any)", cfg->n_head / tp, cfg->n_head, tp, cp);

@@ -7,9 +7,6 @@
 #include "check.h"
 #include "ep.h"
 
-// The collectives other than the all-to-all: the ring, unless naive or mpi was asked.
-static Algo reduction_algo(Algo a) { return a == ALGO_NAIVE || a == ALGO_MPI ? a : ALGO_RING; }
-
 EPActs *ep_acts_new(const ExpertParallel *ep, const MoEConfig *m, int N, int C) {
     int p = ep->group->size;
     CHECK(m->E % p == 0, "expert parallelism over %d ranks: the %d experts do not split evenly "

@@ -170,11 +170,7 @@ static void report(const Opts *o, const PPSchedule *S, const Mesh *m, Timeline *
              sched_max_in_flight(S, m->pp.rank));
     ledger_print_mem_line(&ctx->ledger, stdout, ctx->rank, where);
     if (!o->trace) return;
-    char json[1024], dat[1024];
-    snprintf(json, sizeof json, "%s.json", o->trace);
-    snprintf(dat, sizeof dat, "%s.dat", o->trace);
-    int rc = timeline_write(tl, j->comm, comm_world(j->comm), json, dat);
-    if (ctx->rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
+    timeline_write_prefix(tl, j->comm, comm_world(j->comm), o->trace);
 }
 
 int main(int argc, char **argv) {

@@ -193,3 +193,12 @@ int timeline_write(const Timeline *t, Comm *c, const Group *g, const char *json,
     free(all);
     return rc;
 }
+
+int timeline_write_prefix(const Timeline *t, Comm *c, const Group *g, const char *prefix) {
+    char json[1024], dat[1024];
+    snprintf(json, sizeof json, "%s.json", prefix);
+    snprintf(dat, sizeof dat, "%s.dat", prefix);
+    int rc = timeline_write(t, c, g, json, dat);
+    if (g->rank == 0 && rc == 0) log_info("timeline of the last step: %s (Perfetto), %s", json, dat);
+    return rc;
+}

@@ -53,6 +53,9 @@ void timeline_overlap(const Timeline *t, double *comm, double *hidden);
 // the gnuplot table (`dat`: rank lane t0_ms t1_ms name, times from the earliest
 // span). Returns 0, or -1 if a file could not be written (member 0 says why).
 int timeline_write(const Timeline *t, Comm *c, const Group *g, const char *json, const char *dat);
+// timeline_write to PREFIX.json and PREFIX.dat (a driver's --trace PREFIX), member 0
+// saying where they are.
+int timeline_write_prefix(const Timeline *t, Comm *c, const Group *g, const char *prefix);
 // Before the run, for --trace PREFIX: its folder made, as the writer would make it,
 // and PREFIX.json a file that can be written there; else flags_fail names the path
 // (a bad --trace fails now, not after the run).
